@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file marukv.h
+ * @brief marukv: an embedded key-value engine for KV-cache blocks in shared memory.
+ *
+ * A process opens a *pool* (a directory holding a superblock, an LMDB key
+ * registry and a data arena), allocates buffers in the pool's data arena,
+ * fills them in place and publishes them under a key.  Any other process that
+ * opens the same pool looks the key up and gets a zero-copy view of the bytes,
+ * valid until it releases the view.
+ *
+ * Conventions:
+ *  - Every function that can fail returns 0 (or a count) on success and a
+ *    negative code on failure: -errno where one fits, an MKV_E_* code from
+ *    marukv's own band otherwise.  mkv_strerror() names any code;
+ *    mkv_errormsg() gives the calling thread's detailed message for its last
+ *    failed call.
+ *  - Out-parameters come last.  Constructors set *out to NULL on failure;
+ *    destructors accept NULL and set the caller's pointer to NULL.
+ *  - Keys are 1 to MKV_KEY_MAX bytes of any content.
+ *  - A pool handle may be used by several threads at once.  It must not be
+ *    used in a child after fork(); the child opens the pool itself.
+ *  - The library never writes to stdout or stderr.
+ */
+#ifndef MARUKV_H
+#define MARUKV_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MARUKV_BUILDING) && defined(__GNUC__)
+#define MKV_EXPORT __attribute__((visibility("default")))
+#else
+#define MKV_EXPORT
+#endif
+
+/** Longest key, in bytes (LMDB's default key limit). */
+#define MKV_KEY_MAX 511
+
+/**
+ * @defgroup errors Error codes
+ * Codes that have an errno counterpart are that errno, negated; the rest
+ * sit in a band of their own, below every errno.
+ * @{
+ */
+#define MKV_E_INVAL    (-EINVAL)  /**< bad argument (NULL, key length, flags, size) */
+#define MKV_E_NOMEM    (-ENOMEM)  /**< out of process memory */
+#define MKV_E_NOSPC    (-ENOSPC)  /**< pool (data arena or registry) is full */
+#define MKV_E_EXISTS   (-EEXIST)  /**< key already published (write-once) */
+#define MKV_E_NOENT    (-ENOENT)  /**< no pool at that path (and MKV_CREATE not given) */
+#define MKV_E_USERS    (-EUSERS)  /**< every client slot of the pool is taken */
+#define MKV_E_IO       (-EIO)     /**< I/O error from the backing files */
+#define MKV_E_BASE     (-10000)   /**< start of marukv's own band */
+#define MKV_E_NOTFOUND (-10001)   /**< no such key */
+#define MKV_E_RDONLY   (-10002)   /**< write call on a pool opened MKV_RDONLY */
+#define MKV_E_NOTPOOL  (-10003)   /**< the path holds something that is not a marukv pool */
+#define MKV_E_CORRUPT  (-10004)   /**< pool is damaged or truncated */
+#define MKV_E_VERSION  (-10005)   /**< pool has a format version this library does not know */
+#define MKV_E_INTERNAL (-10006)   /**< unexpected failure inside a dependency; see mkv_errormsg() */
+#define MKV_E_LAST     (-10006)
+/** @} */
+
+/** Opaque handle of an open pool. */
+struct mkv_pool;
+/** Opaque creation/open options. */
+struct mkv_opts;
+
+/** A key as a pointer and a length, for the batched calls. */
+struct mkv_key {
+	const void *data;
+	size_t len;
+};
+
+/**
+ * A writable buffer in the pool's data arena, from mkv_alloc().
+ * The caller writes up to @c len bytes at @c data; the other fields are
+ * the library's.
+ */
+struct mkv_buf {
+	void *data;
+	size_t len;
+	uint64_t priv_[2];
+};
+
+/**
+ * A zero-copy, read-only view of a published value, from mkv_get().
+ * The bytes at @c data stay valid and unchanged until mkv_release(), even if
+ * the key is deleted meanwhile.  The other fields are the library's.
+ */
+struct mkv_view {
+	const void *data;
+	size_t len;
+	uint64_t priv_[2];
+};
+
+/** Figures of a pool, from mkv_pool_stat(). Counts are of the moment. */
+struct mkv_stat {
+	uint32_t format_version;  /**< on-pool format version */
+	uint32_t page_size;       /**< bytes per data page */
+	uint64_t pages_total;     /**< pages in the data arena */
+	uint64_t pages_used;      /**< pages holding published values */
+	uint64_t pages_free;      /**< pages anyone may be granted */
+	uint64_t pages_quarantined; /**< pages of deleted values, waiting for readers */
+	uint64_t pages_granted;   /**< pages handed to writers, not yet published */
+	uint64_t entries;         /**< published keys */
+	uint64_t bytes_stored;    /**< sum of published value lengths */
+	uint64_t registry_size;   /**< bytes of the registry file (LMDB map size) */
+	uint64_t registry_used;   /**< bytes of the registry in use (LMDB pages) */
+	uint32_t max_clients;     /**< client slots */
+	uint32_t clients;         /**< slots in use */
+	uint8_t uuid[16];         /**< pool identity, fixed at creation */
+	uint64_t reserved_[16];
+};
+
+/** @defgroup version Version
+ * @{ */
+/** Library version as "MAJOR.MINOR.PATCH", a static string. */
+MKV_EXPORT const char *mkv_version(void);
+/** @} */
+
+/** @defgroup errfn Errors
+ * @{ */
+/**
+ * Static text for a code returned by any mkv_* function (0, -errno or
+ * MKV_E_*).  Never NULL; unknown codes get a generic text.
+ */
+MKV_EXPORT const char *mkv_strerror(int code);
+/**
+ * The calling thread's message for its last failed mkv_* call, saying what
+ * went wrong and where ("pool /dev/shm/x: data file is 4096 bytes, expected
+ * 1048576").  An empty string after a call that succeeded.  The buffer is
+ * thread-local and overwritten by the thread's next mkv_* call.
+ */
+MKV_EXPORT const char *mkv_errormsg(void);
+/** @} */
+
+/** @defgroup opts Options
+ * Creation parameters for mkv_pool_open(..., MKV_CREATE, ...).  They are
+ * used only when the call creates the pool; an existing pool keeps the
+ * parameters it was created with.  Setters check their argument and return
+ * MKV_E_INVAL for a value out of range, leaving the option unchanged.
+ * @{ */
+/** Default data arena size: 256 MiB. */
+#define MKV_DEFAULT_DATA_SIZE (256ULL << 20)
+/** Default page size: 64 KiB. */
+#define MKV_DEFAULT_PAGE_SIZE (64U << 10)
+/** Default number of client slots. */
+#define MKV_DEFAULT_MAX_CLIENTS 64U
+/** Upper bound for max_clients. */
+#define MKV_MAX_CLIENTS_LIMIT 4096U
+
+/** New options with the defaults above. Errors: MKV_E_INVAL, MKV_E_NOMEM. */
+MKV_EXPORT int mkv_opts_new(struct mkv_opts **out);
+/** Free options; accepts NULL and NULLs *opts. */
+MKV_EXPORT void mkv_opts_delete(struct mkv_opts **opts);
+/**
+ * Size of the data arena in bytes; rounded up to a whole page.  At least
+ * one page, at most 2^46 bytes.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_data_size(struct mkv_opts *opts, uint64_t bytes);
+/** Page size: a power of two from 4 KiB to 1 GiB. Errors: MKV_E_INVAL. */
+MKV_EXPORT int mkv_opts_set_page_size(struct mkv_opts *opts, uint32_t bytes);
+/** Client slots: 1 to MKV_MAX_CLIENTS_LIMIT. Errors: MKV_E_INVAL. */
+MKV_EXPORT int mkv_opts_set_max_clients(struct mkv_opts *opts, uint32_t n);
+/**
+ * Size of the registry file (the fixed LMDB map size), 1 MiB to 2^40 bytes;
+ * 0 (the default) sizes it from the number of pages.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes);
+/** @} */
+
+/** @defgroup pool Pool
+ * @{ */
+#define MKV_CREATE 0x1U  /**< create the pool (and its directory) if absent */
+#define MKV_RDONLY 0x2U  /**< look up and read only; write calls get MKV_E_RDONLY */
+#define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY)
+
+/**
+ * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it
+ * does not exist yet.
+ * @param path  pool directory; NULL means $MARUKV_POOL, else /dev/shm/marukv.
+ * @param flags MKV_CREATE, MKV_RDONLY (not both).
+ * @param opts  creation parameters, or NULL for the defaults; not retained.
+ * @param out   the handle on success, NULL on failure.
+ * Each handle takes a client slot in the pool until mkv_pool_close().
+ * All pool files are preallocated at creation, so a filesystem without room
+ * fails here with MKV_E_NOSPC rather than later.
+ * Errors: MKV_E_INVAL (flags), MKV_E_NOENT (no pool, no MKV_CREATE),
+ * MKV_E_NOTPOOL (something else is there), MKV_E_CORRUPT (damaged or
+ * truncated pool), MKV_E_VERSION (unknown format version), MKV_E_NOSPC
+ * (no room to create), MKV_E_USERS (no free client slot), MKV_E_NOMEM,
+ * -EACCES and other -errno from the filesystem.
+ */
+MKV_EXPORT int mkv_pool_open(const char *path, unsigned flags,
+		const struct mkv_opts *opts, struct mkv_pool **out);
+/**
+ * Close a pool handle: returns unpublished grants, gives up the client
+ * slot.  Views and buffers of this handle become invalid.  Accepts NULL
+ * and NULLs *pool.
+ */
+MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
+/**
+ * Current figures of the pool, read in one registry snapshot.
+ * Errors: MKV_E_INVAL, MKV_E_INTERNAL.
+ */
+MKV_EXPORT int mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st);
+/** Directory of an open pool; owned by the handle. NULL for NULL. */
+MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
+/** @} */
+
+/** @defgroup write Writing
+ * Values are write-once: a key, once published, keeps its bytes until it
+ * is deleted.
+ * @{ */
+/**
+ * Allocate a writable buffer of @p len bytes in the data arena (whole
+ * pages, contiguous).  Fill it, then mkv_publish() or mkv_abort() it.
+ * Errors: MKV_E_INVAL (len 0), MKV_E_NOSPC (no run of free pages that
+ * long), MKV_E_RDONLY.
+ */
+MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf);
+/**
+ * Make the buffer's contents durable and visible under @p key.  The bytes
+ * are persisted before the key is registered, so any process that finds
+ * the key sees every byte.  Returns once the registration is committed.
+ * On success and on MKV_E_EXISTS the buffer is consumed (zeroed); on any
+ * other error it stays the caller's, to retry or mkv_abort().
+ * Errors: MKV_E_INVAL (key length, buffer not from this pool),
+ * MKV_E_EXISTS (the key is published already), MKV_E_NOSPC (registry
+ * full), MKV_E_RDONLY.
+ */
+MKV_EXPORT int mkv_publish(struct mkv_pool *pool, const void *key, size_t klen,
+		struct mkv_buf *buf);
+/** Give an unpublished buffer back; consumes it. Errors: MKV_E_INVAL. */
+MKV_EXPORT int mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf);
+/**
+ * Copying write: mkv_alloc(), memcpy, mkv_publish() in one call.
+ * Errors: those of mkv_alloc() and mkv_publish().
+ */
+MKV_EXPORT int mkv_put(struct mkv_pool *pool, const void *key, size_t klen,
+		const void *val, size_t len);
+/**
+ * Delete a key.  Its pages are reused only after every view of it is
+ * released.  Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_RDONLY.
+ */
+MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
+/** @} */
+
+/** @defgroup read Reading
+ * @{ */
+/**
+ * Zero-copy view of the value of @p key.  Release it with mkv_release()
+ * on the same handle; until then its bytes stay as they were published.
+ * Errors: MKV_E_INVAL, MKV_E_NOTFOUND.
+ */
+MKV_EXPORT int mkv_get(struct mkv_pool *pool, const void *key, size_t klen,
+		struct mkv_view *view);
+/** Release a view from mkv_get() or mkv_get_batch(); zeroes it. Errors: MKV_E_INVAL. */
+MKV_EXPORT int mkv_release(struct mkv_pool *pool, struct mkv_view *view);
+/** 1 if @p key is published, 0 if not, negative on error (MKV_E_INVAL). */
+MKV_EXPORT int mkv_exists(struct mkv_pool *pool, const void *key, size_t klen);
+/**
+ * How many leading keys of @p keys are published, looked up in one
+ * registry snapshot: *hits = i such that keys[0..i-1] exist and keys[i]
+ * does not (or n).  Errors: MKV_E_INVAL (a NULL argument, a bad key).
+ */
+MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
+		size_t n, size_t *hits);
+
+#define MKV_BATCH_PREFIX 0x1U  /**< stop at the first missing key */
+#define MKV_BATCH_VALID  MKV_BATCH_PREFIX
+/**
+ * Views of several keys from one registry snapshot.  views[i] is the view
+ * of keys[i], or all zero (data NULL) where the key is missing; with
+ * MKV_BATCH_PREFIX every view after the first missing key is zero.
+ * *found is the number of views returned; release each non-empty one.
+ * Errors: MKV_E_INVAL (NULL argument, bad key, unknown flag); on error no
+ * view is held.
+ */
+MKV_EXPORT int mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys,
+		size_t n, unsigned flags, struct mkv_view *views, size_t *found);
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MARUKV_H */

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * layout.h -- structures shared through the pool files.
+ *
+ * Everything here is read by several processes (and, on CXL, several hosts):
+ * fixed-width fields, offsets instead of pointers, host byte order (the
+ * pool is not portable across endianness), and every region that different
+ * parties write starts on its own cacheline.
+ *
+ * super:
+ *   [0, 4096)              struct mkv_super: written once at creation
+ *   [4096, 8192)           struct mkv_state: written by the writer only
+ *   slots_off              max_clients x struct mkv_slot, each by its owner
+ *   pt_off                 nr_pages x uint64_t page states, by the writer
+ *   hint_off               nr_pages x uint8_t access hints, by readers
+ */
+#ifndef MKV_LAYOUT_H
+#define MKV_LAYOUT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MKV_CACHELINE 64
+#define MKV_SUPER_MAGIC "MARUKV\x00\x01"
+#define MKV_FORMAT_VERSION 1U
+#define MKV_ENTRY_VERSION 1U
+#define MKV_SUPER_ALIGN 4096U
+
+struct mkv_super {
+	char magic[8];
+	uint32_t version;      /* MKV_FORMAT_VERSION */
+	uint32_t header_size;  /* sizeof(struct mkv_super) */
+	uint8_t uuid[16];
+	uint64_t page_size;
+	uint64_t nr_pages;
+	uint64_t data_size;    /* page_size * nr_pages */
+	uint64_t registry_size;
+	uint64_t super_size;   /* bytes of the super file */
+	uint64_t state_off;
+	uint64_t slots_off;
+	uint64_t pt_off;
+	uint64_t hint_off;
+	uint32_t max_clients;
+	uint32_t slot_size;
+	uint64_t ctime;        /* creation, seconds since the epoch */
+	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
+};
+static_assert(sizeof(struct mkv_super) == 128, "mkv_super is fixed-width");
+static_assert(offsetof(struct mkv_super, csum) == 120, "csum is last");
+
+/* Writer-owned, mutable; on its own page. */
+struct mkv_state {
+	uint64_t rotor;        /* next-fit start for page allocation */
+	uint64_t reserved[7];
+};
+static_assert(sizeof(struct mkv_state) == MKV_CACHELINE, "one cacheline");
+
+/*
+ * A client slot.  owner packs the claim: (incarnation << 32) | pid, pid 0
+ * meaning free.  Every claim raises the incarnation, so grants recorded
+ * under an older incarnation are recognisably orphaned.
+ */
+struct mkv_slot {
+	uint64_t owner;
+	uint64_t starttime;    /* owner's start time, clock ticks since boot */
+	uint64_t start_tag;    /* the owner value starttime was written for */
+	uint64_t node;         /* owner's node id */
+	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
+	uint64_t flags;        /* MKV_RDONLY of the owner's open */
+	uint64_t reserved[10];
+};
+static_assert(sizeof(struct mkv_slot) == 2 * MKV_CACHELINE, "two cachelines");
+
+#define MKV_SLOT_PID(o) ((uint32_t)((o) & 0xffffffffU))
+#define MKV_SLOT_INC(o) ((uint32_t)((o) >> 32))
+#define MKV_SLOT_OWNER(inc, pid) (((uint64_t)(inc) << 32) | (uint32_t)(pid))
+
+/*
+ * Page state word: state in bits 0-7, for GRANTED the owner slot in bits
+ * 8-31 and the owner's incarnation in bits 32-63.
+ */
+enum mkv_page_state {
+	MKV_PG_FREE = 0,
+	MKV_PG_GRANTED = 1,
+	MKV_PG_USED = 2,
+	MKV_PG_QUARANTINED = 3,
+};
+#define MKV_PG_STATE(w) ((unsigned)((w) & 0xffU))
+#define MKV_PG_SLOT(w) ((uint32_t)(((w) >> 8) & 0xffffffU))
+#define MKV_PG_INC(w) ((uint32_t)((w) >> 32))
+#define MKV_PG_WORD(state, slot, inc) \
+	((uint64_t)(state) | ((uint64_t)(slot) << 8) | ((uint64_t)(inc) << 32))
+
+/* Registry value of `entries`: user key -> where its bytes are. */
+struct mkv_entry {
+	uint8_t version;       /* MKV_ENTRY_VERSION */
+	uint8_t flags;
+	uint16_t reserved0;
+	uint32_t reserved1;
+	uint64_t page;         /* first page */
+	uint64_t npages;
+	uint64_t length;       /* value bytes */
+	uint64_t checksum;     /* 0: none recorded */
+	uint64_t txn;          /* registry txn that published it */
+};
+static_assert(sizeof(struct mkv_entry) == 48, "mkv_entry is fixed-width");
+
+/* An extent of pages, as stored in `freed` values (an array of them). */
+struct mkv_extent {
+	uint64_t page;
+	uint64_t npages;
+};
+static_assert(sizeof(struct mkv_extent) == 16, "mkv_extent is fixed-width");
+
+#endif
