@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoch.c -- pins: what keeps a view's pages from being reused.
+ *
+ * Before a lookup that returns views, a client publishes in its slot a pin:
+ * a registry txn id read before the lookup's snapshot is taken.  Pages freed
+ * by a delete committed in txn D are reused only when every live pin is
+ * greater than D (see mkv_reg_last_txn() for why "greater" and not "at
+ * least").  The pin stays while any view taken at or after it is out; this
+ * process's outstanding views are counted per pinned txn in a ring ordered
+ * by txn, whose head is the slot's pin.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int
+mkv_epoch_init(struct mkv_epochs *ep)
+{
+	memset(ep, 0, sizeof(*ep));
+	if (pthread_mutex_init(&ep->lock, NULL))
+		return mkv_err(MKV_E_NOMEM, "epoch: mutex");
+	return 0;
+}
+
+void
+mkv_epoch_fini(struct mkv_epochs *ep)
+{
+	free(ep->ring);
+	pthread_mutex_destroy(&ep->lock);
+}
+
+static struct mkv_epoch_ent *
+ring_at(struct mkv_epochs *ep, unsigned i)
+{
+	return &ep->ring[(ep->head + i) % ep->cap];
+}
+
+static int
+ring_grow(struct mkv_epochs *ep)
+{
+	unsigned cap = ep->cap ? ep->cap * 2 : 16;
+	struct mkv_epoch_ent *r = malloc(cap * sizeof(*r));
+
+	if (!r)
+		return -1;
+	for (unsigned i = 0; i < ep->n; i++)
+		r[i] = *ring_at(ep, i);
+	free(ep->ring);
+	ep->ring = r;
+	ep->cap = cap;
+	ep->head = 0;
+	return 0;
+}
+
+static void
+pin_store(struct mkv_pool *p, uint64_t pin)
+{
+	__atomic_store_n(&p->slots[p->slot].pin, pin, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Count nviews views as taken from now on; returns the txn they are counted
+ * under (0 with the message set if out of memory).  The pin is visible to
+ * every other process before this returns.
+ */
+uint64_t
+mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews)
+{
+	struct mkv_epochs *ep = &p->epochs;
+	struct mkv_epoch_ent *tail;
+	uint64_t txn;
+
+	pthread_mutex_lock(&ep->lock);
+	txn = mkv_reg_last_txn(p);
+	tail = ep->n ? ring_at(ep, ep->n - 1) : NULL;
+	if (tail && tail->txn == txn) {
+		tail->count += nviews;
+	} else {
+		if (ep->n == ep->cap && ring_grow(ep)) {
+			pthread_mutex_unlock(&ep->lock);
+			mkv_err(MKV_E_NOMEM, "epoch: out of memory");
+			return 0;
+		}
+		*ring_at(ep, ep->n) = (struct mkv_epoch_ent){ txn, nviews };
+		if (ep->n++ == 0)
+			pin_store(p, txn);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return txn;
+}
+
+void
+mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews)
+{
+	struct mkv_epochs *ep = &p->epochs;
+	bool head_changed = false;
+
+	pthread_mutex_lock(&ep->lock);
+	for (unsigned i = 0; i < ep->n; i++) {
+		struct mkv_epoch_ent *e = ring_at(ep, i);
+
+		if (e->txn == txn) {
+			e->count -= nviews < e->count ? nviews : e->count;
+			break;
+		}
+	}
+	while (ep->n && ring_at(ep, 0)->count == 0) {
+		ep->head = (ep->head + 1) % ep->cap;
+		ep->n--;
+		head_changed = true;
+	}
+	if (head_changed)
+		pin_store(p, ep->n ? ring_at(ep, 0)->txn : 0);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+/*
+ * Lowest pin of a live client, or UINT64_MAX if none.  Pins at or below
+ * upto are checked for liveness (a dead client's pin must not hold pages
+ * forever); higher ones cannot hold back anything up to upto anyway.
+ */
+uint64_t
+mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto)
+{
+	uint64_t min = UINT64_MAX;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		const struct mkv_slot *s = &p->slots[i];
+		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
+		uint64_t pin = __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST);
+
+		if (MKV_SLOT_PID(owner) == 0 || pin == 0 || pin >= min)
+			continue;
+		if (pin <= upto && mkv_client_dead(p, i, owner))
+			continue;
+		min = pin;
+	}
+	return min;
+}

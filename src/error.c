@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * error.c -- error codes, their names, and the per-thread message.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <lmdb.h>
+#include <libpmem2.h>
+
+#include "internal.h"
+
+static __thread char errmsg[512];
+
+MKV_EXPORT const char *
+mkv_errormsg(void)
+{
+	return errmsg;
+}
+
+void
+mkv_err_clear(void)
+{
+	errmsg[0] = '\0';
+}
+
+int
+mkv_err(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* LMDB's positive errno values and MDB_* codes, translated. */
+int
+mkv_err_mdb(int rc, const char *what)
+{
+	int code;
+
+	switch (rc) {
+	case MDB_NOTFOUND:
+		code = MKV_E_NOTFOUND;
+		break;
+	case MDB_KEYEXIST:
+		code = MKV_E_EXISTS;
+		break;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+	case MDB_PAGE_FULL:
+		code = MKV_E_NOSPC;
+		break;
+	case MDB_READERS_FULL:
+		code = MKV_E_USERS;
+		break;
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_INVALID:
+	case MDB_PANIC:
+		code = MKV_E_CORRUPT;
+		break;
+	case MDB_VERSION_MISMATCH:
+		code = MKV_E_VERSION;
+		break;
+	case MDB_BAD_VALSIZE:
+		code = MKV_E_INVAL;
+		break;
+	default:
+		code = rc > 0 ? -rc : MKV_E_INTERNAL;
+		break;
+	}
+	return mkv_err(code, "%s: %s", what, mdb_strerror(rc));
+}
+
+int
+mkv_err_pmem2(int rc, const char *what)
+{
+	int code = rc;
+
+	if (rc == PMEM2_E_LENGTH_OUT_OF_RANGE || rc == PMEM2_E_OFFSET_OUT_OF_RANGE)
+		code = MKV_E_CORRUPT;
+	else if (rc < -4095 || rc >= 0)
+		code = MKV_E_INTERNAL;
+	return mkv_err(code, "%s: %s", what, pmem2_errormsg());
+}
+
+MKV_EXPORT const char *
+mkv_strerror(int code)
+{
+	switch (code) {
+	case 0:
+		return "success";
+	case MKV_E_NOTFOUND:
+		return "no such key";
+	case MKV_E_RDONLY:
+		return "pool is open read-only";
+	case MKV_E_NOTPOOL:
+		return "not a marukv pool";
+	case MKV_E_CORRUPT:
+		return "pool is damaged or truncated";
+	case MKV_E_VERSION:
+		return "unknown pool format version";
+	case MKV_E_INTERNAL:
+		return "internal error in a dependency";
+	case MKV_E_NOSPC:
+		return "pool is full";
+	case MKV_E_EXISTS:
+		return "key exists (values are write-once)";
+	case MKV_E_NOENT:
+		return "no pool at that path";
+	case MKV_E_USERS:
+		return "every client slot of the pool is taken";
+	case MKV_E_INVAL:
+		return "invalid argument";
+	default:
+		break;
+	}
+	if (code < 0 && code > -4096)
+		return strerror(-code);
+	return "unknown error code";
+}
+
+MKV_EXPORT const char *
+mkv_version(void)
+{
+	return PACKAGE_VERSION;
+}

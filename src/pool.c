@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c -- the pool directory: options, creation, validation of what is
+ * found there, the mappings, close.
+ *
+ * Creation builds `data` and `registry.mdb`, then writes `super.new` and
+ * renames it to `super`: a pool is complete exactly when `super` exists.
+ * A directory with a registry or a data file but no `super` is refused, not
+ * re-created, so a damaged pool is never silently replaced by an empty one.
+ * Open and create serialise on flock() of the directory.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct mkv_opts {
+	uint64_t data_size;
+	uint32_t page_size;
+	uint32_t max_clients;
+	uint64_t registry_size;
+};
+
+#define MKV_DATA_SIZE_MAX (1ULL << 46)
+#define MKV_REGISTRY_MIN (1ULL << 20)
+#define MKV_REGISTRY_MAX (1ULL << 40)
+
+static uint64_t
+align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+uint64_t
+mkv_fnv1a(const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+MKV_EXPORT int
+mkv_opts_new(struct mkv_opts **out)
+{
+	mkv_err_clear();
+	if (!out)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_new: out is NULL");
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return mkv_err(MKV_E_NOMEM, "mkv_opts_new: out of memory");
+	(*out)->data_size = MKV_DEFAULT_DATA_SIZE;
+	(*out)->page_size = MKV_DEFAULT_PAGE_SIZE;
+	(*out)->max_clients = MKV_DEFAULT_MAX_CLIENTS;
+	return 0;
+}
+
+MKV_EXPORT void
+mkv_opts_delete(struct mkv_opts **opts)
+{
+	if (!opts)
+		return;
+	free(*opts);
+	*opts = NULL;
+}
+
+MKV_EXPORT int
+mkv_opts_set_data_size(struct mkv_opts *opts, uint64_t bytes)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_data_size: opts is NULL");
+	if (bytes == 0 || bytes > MKV_DATA_SIZE_MAX)
+		return mkv_err(MKV_E_INVAL, "data size %llu out of range (1 to 2^46)",
+				(unsigned long long)bytes);
+	opts->data_size = bytes;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_page_size(struct mkv_opts *opts, uint32_t bytes)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_page_size: opts is NULL");
+	if (bytes < 4096 || bytes > (1U << 30) || (bytes & (bytes - 1)))
+		return mkv_err(MKV_E_INVAL, "page size %u is not a power of two from 4 KiB to 1 GiB",
+				bytes);
+	opts->page_size = bytes;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_max_clients(struct mkv_opts *opts, uint32_t n)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_max_clients: opts is NULL");
+	if (n == 0 || n > MKV_MAX_CLIENTS_LIMIT)
+		return mkv_err(MKV_E_INVAL, "max clients %u out of range (1 to %u)", n,
+				MKV_MAX_CLIENTS_LIMIT);
+	opts->max_clients = n;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_registry_size: opts is NULL");
+	if (bytes != 0 && (bytes < MKV_REGISTRY_MIN || bytes > MKV_REGISTRY_MAX))
+		return mkv_err(MKV_E_INVAL, "registry size %llu out of range (1 MiB to 1 TiB, or 0)",
+				(unsigned long long)bytes);
+	opts->registry_size = bytes;
+	return 0;
+}
+
+/* Offsets of everything in `super`, from the creation parameters. */
+static void
+layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
+		uint32_t max_clients)
+{
+	uint64_t off = 2 * MKV_SUPER_ALIGN;
+
+	sb->page_size = page_size;
+	sb->nr_pages = nr_pages;
+	sb->data_size = page_size * nr_pages;
+	sb->max_clients = max_clients;
+	sb->slot_size = sizeof(struct mkv_slot);
+	sb->state_off = MKV_SUPER_ALIGN;
+	sb->slots_off = off;
+	off = align_up(off + (uint64_t)max_clients * sizeof(struct mkv_slot), MKV_SUPER_ALIGN);
+	sb->pt_off = off;
+	off = align_up(off + nr_pages * sizeof(uint64_t), MKV_SUPER_ALIGN);
+	sb->hint_off = off;
+	sb->super_size = align_up(off + nr_pages, MKV_SUPER_ALIGN);
+}
+
+static uint64_t
+super_csum(const struct mkv_super *sb)
+{
+	return mkv_fnv1a(sb, offsetof(struct mkv_super, csum));
+}
+
+/* Preallocate so that a full filesystem fails now, not with SIGBUS later. */
+static int
+prealloc(int fd, uint64_t size, const char *path, const char *name)
+{
+	int rc = posix_fallocate(fd, 0, (off_t)size);
+
+	if (rc == ENOSPC)
+		return mkv_err(MKV_E_NOSPC, "pool %s: no room for %s (%llu bytes)", path, name,
+				(unsigned long long)size);
+	if (rc)
+		return mkv_err(-rc, "pool %s: cannot allocate %s: %s", path, name, strerror(rc));
+	return 0;
+}
+
+static void
+create_cleanup(struct mkv_pool *p, bool data_made)
+{
+	if (data_made)
+		unlinkat(p->dirfd, MKV_FILE_DATA, 0);
+	unlinkat(p->dirfd, MKV_FILE_REGISTRY, 0);
+	unlinkat(p->dirfd, MKV_FILE_REGISTRY "-lock", 0);
+	unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
+}
+
+static int
+pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
+{
+	struct mkv_super sb;
+	enum mkv_backing kind = MKV_BACKING_FILE;
+	uint64_t nr_pages, regsize, devsize;
+	bool data_made = false;
+	int fd = -1, rc;
+
+	memset(&sb, 0, sizeof(sb));
+	nr_pages = align_up(opts->data_size, opts->page_size) / opts->page_size;
+
+	/* A device-DAX node placed as `data` beforehand backs the arena. */
+	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, O_RDWR | O_CLOEXEC);
+	if (p->data_fd >= 0) {
+		rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &devsize);
+		if (rc)
+			return rc;
+		if (kind != MKV_BACKING_DEVDAX)
+			return mkv_err(MKV_E_CORRUPT,
+				"pool %s: data exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
+				p->path);
+		nr_pages = devsize / opts->page_size;
+		if (nr_pages == 0)
+			return mkv_err(MKV_E_INVAL, "pool %s: device-DAX data is smaller than a page",
+					p->path);
+	} else {
+		if (errno != ENOENT)
+			return mkv_err(-errno, "pool %s: data: %m", p->path);
+		p->data_fd = openat(p->dirfd, MKV_FILE_DATA, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+				0666);
+		if (p->data_fd < 0)
+			return mkv_err(-errno, "pool %s: cannot create data: %m", p->path);
+		data_made = true;
+		rc = prealloc(p->data_fd, nr_pages * opts->page_size, p->path, MKV_FILE_DATA);
+		if (rc)
+			goto fail;
+	}
+	if (faccessat(p->dirfd, MKV_FILE_REGISTRY, F_OK, 0) == 0) {
+		rc = mkv_err(MKV_E_CORRUPT,
+			"pool %s: registry.mdb exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
+			p->path);
+		goto fail;
+	}
+
+	memcpy(sb.magic, MKV_SUPER_MAGIC, sizeof(sb.magic));
+	sb.version = MKV_FORMAT_VERSION;
+	sb.header_size = sizeof(sb);
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid)) {
+		rc = mkv_err(-errno, "pool %s: getrandom: %m", p->path);
+		goto fail;
+	}
+	sb.uuid[6] = (uint8_t)((sb.uuid[6] & 0x0f) | 0x40);
+	sb.uuid[8] = (uint8_t)((sb.uuid[8] & 0x3f) | 0x80);
+	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients);
+	regsize = opts->registry_size;
+	if (!regsize)
+		regsize = align_up((8ULL << 20) + nr_pages * 1024, 1ULL << 20);
+	sb.registry_size = regsize;
+	sb.ctime = (uint64_t)time(NULL);
+	sb.csum = super_csum(&sb);
+
+	rc = mkv_reg_create(p, &sb);
+	if (rc)
+		goto fail;
+
+	fd = openat(p->dirfd, MKV_FILE_SUPER ".new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		rc = mkv_err(-errno, "pool %s: cannot create super: %m", p->path);
+		goto fail;
+	}
+	rc = prealloc(fd, sb.super_size, p->path, MKV_FILE_SUPER);
+	if (rc)
+		goto fail;
+	if (pwrite(fd, &sb, sizeof(sb), 0) != (ssize_t)sizeof(sb) || fsync(fd) < 0) {
+		rc = mkv_err(errno ? -errno : MKV_E_IO, "pool %s: cannot write super: %m", p->path);
+		goto fail;
+	}
+	if (renameat(p->dirfd, MKV_FILE_SUPER ".new", p->dirfd, MKV_FILE_SUPER) < 0 ||
+	    fsync(p->dirfd) < 0) {
+		rc = mkv_err(-errno, "pool %s: cannot install super: %m", p->path);
+		goto fail;
+	}
+	close(fd);
+	close(p->data_fd);
+	p->data_fd = -1;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	close(p->data_fd);
+	p->data_fd = -1;
+	create_cleanup(p, data_made);
+	return rc;
+}
+
+/* Read and check the superblock before mapping anything. */
+static int
+super_check(struct mkv_pool *p, struct mkv_super *sb)
+{
+	struct mkv_super want;
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(p->super_fd, &st) < 0)
+		return mkv_err(-errno, "pool %s: super: %m", p->path);
+	memset(sb, 0, sizeof(*sb));
+	n = pread(p->super_fd, sb, sizeof(*sb), 0);
+	if (n < 0)
+		return mkv_err(-errno, "pool %s: cannot read super: %m", p->path);
+	if (n < (ssize_t)sizeof(sb->magic)) {
+		if (memcmp(sb->magic, MKV_SUPER_MAGIC, (size_t)n) == 0)
+			return mkv_err(MKV_E_CORRUPT, "pool %s: super is truncated (%zd bytes)",
+					p->path, n);
+		return mkv_err(MKV_E_NOTPOOL, "pool %s: super is not a marukv superblock", p->path);
+	}
+	if (memcmp(sb->magic, MKV_SUPER_MAGIC, sizeof(sb->magic)) != 0)
+		return mkv_err(MKV_E_NOTPOOL, "pool %s: super is not a marukv superblock", p->path);
+	if (n >= (ssize_t)(offsetof(struct mkv_super, version) + sizeof(sb->version)) &&
+	    sb->version != MKV_FORMAT_VERSION)
+		return mkv_err(MKV_E_VERSION,
+				"pool %s: format version %u; this library reads version %u",
+				p->path, sb->version, MKV_FORMAT_VERSION);
+	if (n < (ssize_t)sizeof(*sb))
+		return mkv_err(MKV_E_CORRUPT, "pool %s: super is truncated (%zd bytes)", p->path, n);
+	if (sb->header_size != sizeof(*sb) || sb->csum != super_csum(sb))
+		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock checksum mismatch", p->path);
+
+	memset(&want, 0, sizeof(want));
+	if (sb->page_size < 4096 || sb->page_size > (1U << 30) ||
+	    (sb->page_size & (sb->page_size - 1)) || sb->nr_pages == 0 ||
+	    sb->max_clients == 0 || sb->max_clients > MKV_MAX_CLIENTS_LIMIT ||
+	    sb->nr_pages > MKV_DATA_SIZE_MAX / sb->page_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock geometry out of range", p->path);
+	layout_compute(&want, sb->page_size, sb->nr_pages, sb->max_clients);
+	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
+	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
+	    want.hint_off != sb->hint_off || want.state_off != sb->state_off ||
+	    want.slot_size != sb->slot_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
+	if ((uint64_t)st.st_size < sb->super_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: super is %lld bytes, expected %llu",
+				p->path, (long long)st.st_size, (unsigned long long)sb->super_size);
+	return 0;
+}
+
+static int
+data_open(struct mkv_pool *p, const struct mkv_super *sb)
+{
+	enum mkv_backing kind;
+	uint64_t size;
+	int rc;
+
+	p->data_fd = openat(p->dirfd, MKV_FILE_DATA,
+			((p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (p->data_fd < 0) {
+		if (errno == ENOENT)
+			return mkv_err(MKV_E_CORRUPT, "pool %s: data file is missing", p->path);
+		return mkv_err(-errno, "pool %s: data: %m", p->path);
+	}
+	rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &size);
+	if (rc)
+		return rc;
+	if (size < sb->data_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: data is %llu bytes, expected %llu",
+				p->path, (unsigned long long)size,
+				(unsigned long long)sb->data_size);
+	return 0;
+}
+
+static int
+pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
+{
+	int rc;
+
+	rc = mkv_map_file(p->super_fd, hdr->super_size, false, &p->super, MKV_FILE_SUPER);
+	if (rc)
+		return rc;
+	rc = mkv_map_file(p->data_fd, hdr->data_size, (p->flags & MKV_RDONLY) != 0, &p->data,
+			MKV_FILE_DATA);
+	if (rc)
+		return rc;
+	p->sb = p->super.addr;
+	p->state = (struct mkv_state *)((char *)p->super.addr + hdr->state_off);
+	p->slots = (struct mkv_slot *)((char *)p->super.addr + hdr->slots_off);
+	p->pt = (uint64_t *)((char *)p->super.addr + hdr->pt_off);
+	p->hints = (uint8_t *)p->super.addr + hdr->hint_off;
+	p->arena = p->data.addr;
+	p->page_size = hdr->page_size;
+	p->nr_pages = hdr->nr_pages;
+	p->page_shift = (unsigned)__builtin_ctzll(hdr->page_size);
+	return 0;
+}
+
+static int
+pool_dir_open(struct mkv_pool *p)
+{
+	struct stat st;
+
+	if ((p->flags & MKV_CREATE) && mkdir(p->path, 0777) < 0 && errno != EEXIST)
+		return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
+	p->dirfd = open(p->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->dirfd < 0) {
+		if (errno == ENOENT)
+			return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
+		if (errno == ENOTDIR && stat(p->path, &st) == 0)
+			return mkv_err(MKV_E_NOTPOOL, "pool %s: not a directory", p->path);
+		return mkv_err(-errno, "pool %s: %m", p->path);
+	}
+	if (flock(p->dirfd, LOCK_EX) < 0)
+		return mkv_err(-errno, "pool %s: cannot lock directory: %m", p->path);
+	return 0;
+}
+
+static int
+super_open(struct mkv_pool *p, const struct mkv_opts *opts)
+{
+	int rc;
+
+	p->super_fd = openat(p->dirfd, MKV_FILE_SUPER, O_RDWR | O_CLOEXEC);
+	if (p->super_fd >= 0 || errno != ENOENT)
+		goto opened;
+	if (!(p->flags & MKV_CREATE)) {
+		if (faccessat(p->dirfd, MKV_FILE_REGISTRY, F_OK, 0) == 0 ||
+		    faccessat(p->dirfd, MKV_FILE_DATA, F_OK, 0) == 0)
+			return mkv_err(MKV_E_CORRUPT, "pool %s: super is missing", p->path);
+		return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
+	}
+	rc = pool_create(p, opts);
+	if (rc)
+		return rc;
+	p->super_fd = openat(p->dirfd, MKV_FILE_SUPER, O_RDWR | O_CLOEXEC);
+opened:
+	if (p->super_fd < 0)
+		return mkv_err(-errno, "pool %s: super: %m", p->path);
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
+		struct mkv_pool **out)
+{
+	struct mkv_opts defaults;
+	struct mkv_super hdr;
+	struct mkv_pool *p;
+	int rc;
+
+	mkv_err_clear();
+	if (!out)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_open: out is NULL");
+	*out = NULL;
+	if (flags & ~MKV_OPEN_VALID)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_open: unknown flags 0x%x",
+				flags & ~MKV_OPEN_VALID);
+	if ((flags & MKV_CREATE) && (flags & MKV_RDONLY))
+		return mkv_err(MKV_E_INVAL, "mkv_pool_open: MKV_CREATE with MKV_RDONLY");
+	if (!path)
+		path = getenv("MARUKV_POOL");
+	if (!path || !*path)
+		path = MKV_DEFAULT_POOL;
+	if (!opts) {
+		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
+				MKV_DEFAULT_MAX_CLIENTS, 0 };
+		opts = &defaults;
+	}
+
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->path = strdup(path))) {
+		free(p);
+		return mkv_err(MKV_E_NOMEM, "mkv_pool_open: out of memory");
+	}
+	p->flags = flags;
+	p->dirfd = p->super_fd = p->data_fd = -1;
+	p->slot = UINT32_MAX;
+	p->cookie = ((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL) | 1;
+	if ((rc = mkv_epoch_init(&p->epochs)))
+		goto fail;
+
+	if ((rc = pool_dir_open(p)) || (rc = super_open(p, opts)) ||
+	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
+		goto fail;
+	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)))
+		goto fail;
+	flock(p->dirfd, LOCK_UN);
+	rc = mkv_client_attach(p);
+	if (rc)
+		goto fail;
+	*out = p;
+	mkv_err_clear();
+	return 0;
+fail:
+	mkv_pool_close(&p);
+	return rc;
+}
+
+MKV_EXPORT void
+mkv_pool_close(struct mkv_pool **pool)
+{
+	struct mkv_pool *p;
+
+	if (!pool || !*pool)
+		return;
+	p = *pool;
+	*pool = NULL;
+	if (p->slot != UINT32_MAX)
+		mkv_client_detach(p);
+	mkv_reg_close(p);
+	mkv_unmap(&p->data);
+	mkv_unmap(&p->super);
+	if (p->data_fd >= 0)
+		close(p->data_fd);
+	if (p->super_fd >= 0)
+		close(p->super_fd);
+	if (p->dirfd >= 0)
+		close(p->dirfd);
+	mkv_epoch_fini(&p->epochs);
+	free(p->path);
+	free(p);
+}
+
+MKV_EXPORT const char *
+mkv_pool_path(const struct mkv_pool *pool)
+{
+	return pool ? pool->path : NULL;
+}

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c -- the key registry: an LMDB environment (MDB_NOSUBDIR) with
+ * the sub-databases
+ *   entries  user key -> struct mkv_entry
+ *   pages    first page (big-endian u64) -> user key
+ *   freed    txn id (big-endian u64) -> struct mkv_extent[] released in it
+ *   meta     name -> value (format, uuid, geometry, counters)
+ * The map size is fixed to the preallocated file's size, so no process ever
+ * resizes the map under another.  Read transactions are reused: reset after
+ * use and renewed for the next lookup.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+#define RTXN_CACHE 8
+
+static unsigned
+readers_for(const struct mkv_super *sb)
+{
+	return sb->max_clients * 16 + 64;
+}
+
+static int
+env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **file)
+{
+	int rc;
+
+	if (asprintf(file, "%s/%s", p->path, MKV_FILE_REGISTRY) < 0) {
+		*file = NULL;
+		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
+	}
+	if ((rc = mdb_env_create(&p->reg.env)))
+		return mkv_err_mdb(rc, "registry: mdb_env_create");
+	if ((rc = mdb_env_set_maxdbs(p->reg.env, 4)) ||
+	    (rc = mdb_env_set_mapsize(p->reg.env, sb->registry_size)) ||
+	    (rc = mdb_env_set_maxreaders(p->reg.env, readers_for(sb))))
+		return mkv_err_mdb(rc, "registry: configure");
+	rc = mdb_env_open(p->reg.env, *file,
+			MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags, 0666);
+	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is not a valid LMDB environment: %s",
+				p->path, mdb_strerror(rc));
+	if (rc)
+		return mkv_err_mdb(rc, "registry: mdb_env_open");
+	return 0;
+}
+
+static int
+dbis_open(struct mkv_pool *p, MDB_txn *txn, unsigned flags)
+{
+	static const char *const names[] = { "entries", "pages", "freed", "meta" };
+	MDB_dbi *dbis[] = { &p->reg.entries, &p->reg.pages, &p->reg.freed, &p->reg.meta };
+	int rc;
+
+	for (size_t i = 0; i < 4; i++) {
+		rc = mdb_dbi_open(txn, names[i], flags, dbis[i]);
+		if (rc == MDB_NOTFOUND)
+			return mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its %s database",
+					p->path, names[i]);
+		if (rc)
+			return mkv_err_mdb(rc, "registry: open database");
+	}
+	return 0;
+}
+
+int
+mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v)
+{
+	MDB_val k = { strlen(name), (void *)name }, d;
+	int rc = mdb_get(txn, p->reg.meta, &k, &d);
+
+	if (rc == MDB_NOTFOUND)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta lacks %s", p->path, name);
+	if (rc)
+		return mkv_err_mdb(rc, "registry: meta");
+	if (d.mv_size != sizeof(*v))
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta %s has %zu bytes",
+				p->path, name, d.mv_size);
+	memcpy(v, d.mv_data, sizeof(*v));
+	return 0;
+}
+
+int
+mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v)
+{
+	MDB_val k = { strlen(name), (void *)name }, d = { sizeof(v), &v };
+	int rc = mdb_put(txn, p->reg.meta, &k, &d, 0);
+
+	return rc ? mkv_err_mdb(rc, "registry: meta") : 0;
+}
+
+int
+mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = { 4, "uuid" }, d = { sizeof(sb->uuid), (void *)sb->uuid };
+	char *file = NULL;
+	int rc, err;
+
+	rc = env_new(p, sb, 0, &file);
+	if (rc)
+		goto out;
+	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn))) {
+		rc = mkv_err_mdb(rc, "registry: begin");
+		goto out;
+	}
+	if ((rc = dbis_open(p, txn, MDB_CREATE)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "format", MKV_ENTRY_VERSION)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "page_size", sb->page_size)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "nr_pages", sb->nr_pages)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "bytes", 0)))
+		goto out;
+	if ((rc = mdb_put(txn, p->reg.meta, &k, &d, 0))) {
+		rc = mkv_err_mdb(rc, "registry: meta");
+		goto out;
+	}
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc) {
+		rc = mkv_err_mdb(rc, "registry: commit");
+		goto out;
+	}
+	{
+		int fd;
+
+		mdb_env_get_fd(p->reg.env, &fd);
+		err = posix_fallocate(fd, 0, (off_t)sb->registry_size);
+		if (err == ENOSPC)
+			rc = mkv_err(MKV_E_NOSPC, "pool %s: no room for registry.mdb (%llu bytes)",
+					p->path, (unsigned long long)sb->registry_size);
+		else if (err)
+			rc = mkv_err(-err, "pool %s: cannot allocate registry.mdb: %s", p->path,
+					strerror(err));
+	}
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	mkv_reg_close(p);
+	free(file);
+	return rc;
+}
+
+int
+mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = { 4, "uuid" }, d;
+	struct stat st;
+	uint64_t format;
+	char *file = NULL;
+	int rc;
+
+	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, 0) < 0) {
+		if (errno == ENOENT)
+			return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is missing", p->path);
+		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
+	}
+	if ((uint64_t)st.st_size < sb->registry_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is %lld bytes, expected %llu",
+				p->path, (long long)st.st_size,
+				(unsigned long long)sb->registry_size);
+	if (pthread_mutex_init(&p->reg.lock, NULL))
+		return mkv_err(MKV_E_NOMEM, "registry: mutex");
+	p->reg.rtxn = calloc(RTXN_CACHE, sizeof(*p->reg.rtxn));
+	if (!p->reg.rtxn)
+		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
+	p->reg.cap = RTXN_CACHE;
+	rc = env_new(p, sb, (p->flags & MKV_RDONLY) ? MDB_RDONLY : 0, &file);
+	free(file);
+	if (rc)
+		return rc;
+	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
+		return mkv_err_mdb(rc, "registry: begin");
+	if ((rc = dbis_open(p, txn, 0)) || (rc = mkv_reg_meta_get(p, txn, "format", &format)))
+		goto out;
+	if (format != MKV_ENTRY_VERSION) {
+		rc = mkv_err(MKV_E_VERSION, "pool %s: registry format %llu; this library reads %u",
+				p->path, (unsigned long long)format, MKV_ENTRY_VERSION);
+		goto out;
+	}
+	rc = mdb_get(txn, p->reg.meta, &k, &d);
+	if (rc || d.mv_size != sizeof(sb->uuid) || memcmp(d.mv_data, sb->uuid, d.mv_size)) {
+		rc = mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb belongs to another pool", p->path);
+		goto out;
+	}
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc)
+		rc = mkv_err_mdb(rc, "registry: commit");
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	return rc;
+}
+
+void
+mkv_reg_close(struct mkv_pool *p)
+{
+	if (p->reg.rtxn) {
+		for (unsigned i = 0; i < p->reg.nrtxn; i++)
+			mdb_txn_abort(p->reg.rtxn[i]);
+		free(p->reg.rtxn);
+		pthread_mutex_destroy(&p->reg.lock);
+	}
+	if (p->reg.env)
+		mdb_env_close(p->reg.env);
+	memset(&p->reg, 0, sizeof(p->reg));
+}
+
+int
+mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn)
+{
+	MDB_txn *t = NULL;
+	int rc;
+
+	pthread_mutex_lock(&p->reg.lock);
+	if (p->reg.nrtxn)
+		t = p->reg.rtxn[--p->reg.nrtxn];
+	pthread_mutex_unlock(&p->reg.lock);
+	if (t) {
+		rc = mdb_txn_renew(t);
+		if (!rc) {
+			*txn = t;
+			return 0;
+		}
+		mdb_txn_abort(t);
+	}
+	rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, txn);
+	return rc ? mkv_err_mdb(rc, "registry: read txn") : 0;
+}
+
+void
+mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn)
+{
+	mdb_txn_reset(txn);
+	pthread_mutex_lock(&p->reg.lock);
+	if (p->reg.nrtxn < p->reg.cap) {
+		p->reg.rtxn[p->reg.nrtxn++] = txn;
+		txn = NULL;
+	}
+	pthread_mutex_unlock(&p->reg.lock);
+	if (txn)
+		mdb_txn_abort(txn);
+}
+
+int
+mkv_check_key(const void *key, size_t klen)
+{
+	if (!key)
+		return mkv_err(MKV_E_INVAL, "key is NULL");
+	if (klen == 0 || klen > MKV_KEY_MAX)
+		return mkv_err(MKV_E_INVAL, "key length %zu out of range (1 to %d)", klen,
+				MKV_KEY_MAX);
+	return 0;
+}
+
+int
+mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
+		struct mkv_entry *e)
+{
+	MDB_val k = { klen, (void *)key }, d;
+	int rc = mdb_get(txn, p->reg.entries, &k, &d);
+
+	if (rc == MDB_NOTFOUND)
+		return mkv_err(MKV_E_NOTFOUND, "no such key");
+	if (rc)
+		return mkv_err_mdb(rc, "registry: lookup");
+	if (d.mv_size != sizeof(*e))
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry entry of %zu bytes", p->path,
+				d.mv_size);
+	memcpy(e, d.mv_data, sizeof(*e));
+	if (e->version != MKV_ENTRY_VERSION)
+		return mkv_err(MKV_E_VERSION, "pool %s: registry entry version %u", p->path,
+				e->version);
+	if (e->npages == 0 || e->page >= p->nr_pages || e->npages > p->nr_pages - e->page ||
+	    e->length > e->npages * p->page_size)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry entry points outside the arena",
+				p->path);
+	return 0;
+}
+
+/*
+ * The last committed txn id, as the meta page shows it.  LMDB updates the
+ * meta page before the reader table's txn id, so a read txn begun after
+ * this call sees a snapshot of at least this id minus one: callers allow
+ * for that.
+ */
+uint64_t
+mkv_reg_last_txn(struct mkv_pool *p)
+{
+	MDB_envinfo info;
+
+	mdb_env_info(p->reg.env, &info);
+	return info.me_last_txnid;
+}
