@@ -139,6 +139,29 @@ MKV_EXPORT const char *mkv_strerror(int code);
 MKV_EXPORT const char *mkv_errormsg(void);
 /** @} */
 
+/** @defgroup log Logging
+ * The library writes nothing to stdout or stderr on its own.  A program
+ * that wants its events (a dead client's slot taken over, orphaned pages
+ * reclaimed, stale registry readers cleared) installs a callback.  Without
+ * one, setting MARUKV_LOG to a level (1 error ... 4 debug) in the
+ * environment sends messages at or below that level to stderr.
+ * @{ */
+enum mkv_log_level {
+	MKV_LOG_ERR = 1,
+	MKV_LOG_WARN = 2,
+	MKV_LOG_INFO = 3,
+	MKV_LOG_DEBUG = 4,
+};
+/** A log callback: level, a one-line message without newline, the caller's arg. */
+typedef void (*mkv_log_fn)(enum mkv_log_level level, const char *msg, void *arg);
+/**
+ * Install @p fn (NULL: back to the MARUKV_LOG behaviour) for messages at
+ * or below @p max_level, process-wide.  Call it before opening pools; it
+ * is not synchronised with calls running in other threads.
+ */
+MKV_EXPORT void mkv_set_log(mkv_log_fn fn, enum mkv_log_level max_level, void *arg);
+/** @} */
+
 /** @defgroup opts Options
  * Creation parameters for mkv_pool_open(..., MKV_CREATE, ...).  They are
  * used only when the call creates the pool; an existing pool keeps the

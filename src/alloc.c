@@ -83,10 +83,16 @@ mkv_pages_grant(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 		return mkv_err(MKV_E_NOSPC, "pool %s: %llu pages asked, the pool has %llu",
 				p->path, (unsigned long long)npages,
 				(unsigned long long)p->nr_pages);
-	if (!pages_find(p, npages, out) &&
-	    (mkv_pages_reclaim(p, UINT32_MAX) == 0 || !pages_find(p, npages, out)))
-		return mkv_err(MKV_E_NOSPC, "pool %s: no run of %llu free pages", p->path,
-				(unsigned long long)npages);
+	if (!pages_find(p, npages, out)) {
+		uint64_t n = mkv_pages_reclaim(p, UINT32_MAX);
+
+		if (n)
+			mkv_log(MKV_LOG_INFO, "pool %s: reclaimed %llu pages of dead clients",
+					p->path, (unsigned long long)n);
+		if (!n || !pages_find(p, npages, out))
+			return mkv_err(MKV_E_NOSPC, "pool %s: no run of %llu free pages", p->path,
+					(unsigned long long)npages);
+	}
 	mkv_pages_set(p, out, mkv_grant_word(p));
 	return 0;
 }

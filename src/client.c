@@ -109,8 +109,11 @@ mkv_client_attach(struct mkv_pool *p)
 	/* None free: take over the slot of a client that died without closing. */
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
-		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o, pid, start))
+		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o, pid, start)) {
+			mkv_log(MKV_LOG_INFO, "pool %s: took over slot %u of dead client %u",
+					p->path, i, MKV_SLOT_PID(o));
 			return 0;
+		}
 	}
 	return mkv_err(MKV_E_USERS, "pool %s: all %u client slots are taken", p->path, n);
 }

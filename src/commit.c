@@ -268,6 +268,10 @@ done:
 	}
 	if (!fatal)
 		extents_set(p, &released, MKV_PG_FREE);
+	/* A grant refused for want of the pages this txn released: again. */
+	for (unsigned i = 0; i < n && !fatal && released.n; i++)
+		if (reqs[i].op == MKV_OP_GRANT && reqs[i].result == MKV_E_NOSPC)
+			mkv_commit(p, &reqs[i], 1);
 	free(dels.v);
 	free(released.v);
 	return fatal;

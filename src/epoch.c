@@ -128,7 +128,7 @@ mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto)
 {
 	uint64_t min = UINT64_MAX;
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	mkv_full_fence();
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		const struct mkv_slot *s = &p->slots[i];
 		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);

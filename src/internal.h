@@ -28,6 +28,10 @@ int mkv_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int mkv_err_mdb(int rc, const char *what);
 int mkv_err_pmem2(int rc, const char *what);
 
+/* log.c */
+void mkv_log(enum mkv_log_level level, const char *fmt, ...)
+		__attribute__((format(printf, 2, 3)));
+
 /* persist.c: flushes of our own structures and payloads, over libpmem2 */
 struct mkv_mapping {
 	struct pmem2_map *map;
@@ -80,6 +84,23 @@ struct mkv_pool {
 	struct mkv_registry reg;
 	struct mkv_epochs epochs;
 };
+
+/*
+ * A full memory barrier between our stores and later loads of shared
+ * words (pins against txn ids).  TSan rejects thread fences; under it a
+ * seq_cst read-modify-write, a full barrier on every target we build for,
+ * stands in.
+ */
+static inline void mkv_full_fence(void)
+{
+#ifdef __SANITIZE_THREAD__
+	static uint64_t fence_word;
+
+	__atomic_fetch_add(&fence_word, 0, __ATOMIC_SEQ_CST);
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 
 /* pool.c */
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)

@@ -33,6 +33,8 @@ static int
 commit_one(struct mkv_pool *p, struct mkv_req *r)
 {
 	mkv_commit(p, r, 1);
+	if (r->result == 0)
+		mkv_err_clear();
 	return r->result;
 }
 

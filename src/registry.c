@@ -156,7 +156,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	struct stat st;
 	uint64_t format;
 	char *file = NULL;
-	int rc;
+	int rc, stale = 0;
 
 	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, 0) < 0) {
 		if (errno == ENOENT)
@@ -177,6 +177,9 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	free(file);
 	if (rc)
 		return rc;
+	/* Readers killed inside a txn pin old registry pages: clear them. */
+	if (mdb_reader_check(p->reg.env, &stale) == 0 && stale)
+		mkv_log(MKV_LOG_INFO, "pool %s: cleared %d stale registry readers", p->path, stale);
 	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
 		return mkv_err_mdb(rc, "registry: begin");
 	if ((rc = dbis_open(p, txn, 0)) || (rc = mkv_reg_meta_get(p, txn, "format", &format)))
