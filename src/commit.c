@@ -74,6 +74,7 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, int64_t *byte
 	uint64_t be = htobe64(r->ext.page);
 	MDB_val k = { r->klen, (void *)r->key }, d = { sizeof(e), &e };
 	MDB_val pk = { sizeof(be), &be };
+	bool full;
 	int rc;
 
 	if (r->ext.npages == 0 || r->ext.page >= p->nr_pages ||
@@ -81,6 +82,11 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, int64_t *byte
 	    mkv_pages_for(p, r->length) != r->ext.npages ||
 	    !mkv_pages_are(p, &r->ext, mkv_grant_word(p)))
 		return mkv_err(MKV_E_INVAL, "publish: buffer is not one granted to this handle");
+	if ((rc = mkv_reg_full(p, &full)))
+		return rc;
+	if (full)
+		return mkv_err(MKV_E_NOSPC, "pool %s: registry is full (the rest is kept for deletes)",
+				p->path);
 	rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
 		return mkv_err(MKV_E_EXISTS, "publish: key exists (values are write-once)");

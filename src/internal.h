@@ -126,6 +126,7 @@ void mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn);
 int mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
 		struct mkv_entry *e);
 uint64_t mkv_reg_last_txn(struct mkv_pool *p);
+int mkv_reg_full(struct mkv_pool *p, bool *full);
 int mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v);
 int mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v);
 int mkv_check_key(const void *key, size_t klen);

@@ -291,6 +291,55 @@ mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
 }
 
 /*
+ * Whether the registry is too full to take another publish.  LMDB copies
+ * pages on write, so a delete needs free pages too: publishes stop while a
+ * reserve (5 %, at least 64 pages) remains, and that reserve is there for
+ * deletes.  Free pages are those past the high-water mark plus those on
+ * LMDB's free list, counted only when the mark comes near the end.
+ */
+int
+mkv_reg_full(struct mkv_pool *p, bool *full)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k, d;
+	uint64_t total, reserve, used, freelist = 0;
+	int rc;
+
+	mdb_env_info(p->reg.env, &info);
+	mdb_env_stat(p->reg.env, &st);
+	total = info.me_mapsize / st.ms_psize;
+	reserve = total / 20 > 64 ? total / 20 : 64;
+	used = info.me_last_pgno + 1;
+	*full = false;
+	if (used + reserve <= total)
+		return 0;
+	/* LMDB opens its free list only in read txns */
+	if ((rc = mkv_reg_rtxn(p, &txn)))
+		return rc;
+	if ((rc = mdb_cursor_open(txn, 0, &c))) {
+		mkv_reg_rtxn_done(p, txn);
+		return mkv_err_mdb(rc, "registry: free list");
+	}
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		size_t n;
+
+		if (d.mv_size < sizeof(n))
+			continue;
+		memcpy(&n, d.mv_data, sizeof(n));  /* an MDB_IDL: count, then page numbers */
+		freelist += n;
+	}
+	mdb_cursor_close(c);
+	mkv_reg_rtxn_done(p, txn);
+	if (rc != MDB_NOTFOUND)
+		return mkv_err_mdb(rc, "registry: free list");
+	*full = used - (freelist < used ? freelist : used) + reserve > total;
+	return 0;
+}
+
+/*
  * The last committed txn id, as the meta page shows it.  LMDB updates the
  * meta page before the reader table's txn id, so a read txn begun after
  * this call sees a snapshot of at least this id minus one: callers allow
