@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * marukv-stat: print the figures of a marukv pool.
+ *
+ * A thin tool over the public API (marukv.h only): open the pool read-only,
+ * take one mkv_pool_stat() snapshot, print it.  --json always prints the
+ * same object (stable snake_case keys, raw integers); human units only on
+ * request (-h).  Diagnostics go to stderr; write errors on stdout are
+ * checked.
+ */
+#include <marukv.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "marukv-stat"
+/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
+#define DEFAULT_POOL "/dev/shm/marukv"
+
+enum { EXIT_OK = 0, EXIT_ERR = 2 };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [-j|--json] [-h|--human] [-V|--version] [--help] [POOL]\n"
+		"Print the figures of the marukv pool POOL (default: $MARUKV_POOL,\n"
+		"else " DEFAULT_POOL ").\n"
+		"  -j, --json     one JSON object with stable keys and raw integers\n"
+		"  -h, --human    sizes in KiB/MiB/GiB (ignored with --json)\n"
+		"  -V, --version  print the version and exit\n"
+		"      --help     print this help and exit\n");
+}
+
+/* "12.5 MiB" for a byte count, or the raw integer below 1 KiB. */
+static const char *human_size(uint64_t v, char *buf, size_t len)
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double d = (double)v;
+	int i = -1;
+
+	if (v < 1024) {
+		snprintf(buf, len, "%" PRIu64 " B", v);
+		return buf;
+	}
+	while (d >= 1024.0 && i < 5) {
+		d /= 1024.0;
+		i++;
+	}
+	snprintf(buf, len, "%.1f %s", d, unit[i]);
+	return buf;
+}
+
+static void format_uuid(const uint8_t u[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[u[i] >> 4];
+		out[o++] = hex[u[i] & 0xf];
+	}
+	out[o] = '\0';
+}
+
+/* A JSON string literal (RFC 8259 escapes) on stdout. */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':  fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		default:
+			if (*p < 0x20)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		}
+	}
+	putchar('"');
+}
+
+/*
+ * The keys of both outputs, in order.  JSON keys are a stable schema
+ * (documented in marukv-stat(1)): add keys at the end, never rename one.
+ */
+enum kind { K_COUNT, K_BYTES };
+struct field {
+	const char *json;
+	const char *label;
+	enum kind kind;
+	uint64_t value;
+};
+
+static void print_human(const char *path, const char *uuid,
+		const struct field *f, size_t n, int human)
+{
+	char buf[32];
+
+	printf("%-18s %s\n", "path:", path);
+	printf("%-18s %s\n", "uuid:", uuid);
+	for (size_t i = 0; i < n; i++) {
+		char label[32];
+
+		snprintf(label, sizeof(label), "%s:", f[i].label);
+		if (human && f[i].kind == K_BYTES)
+			printf("%-18s %s\n", label, human_size(f[i].value, buf, sizeof(buf)));
+		else
+			printf("%-18s %" PRIu64 "\n", label, f[i].value);
+	}
+}
+
+static void print_json(const char *path, const char *uuid,
+		const struct field *f, size_t n)
+{
+	fputs("{\n  \"path\": ", stdout);
+	json_string(path);
+	printf(",\n  \"uuid\": \"%s\"", uuid);
+	for (size_t i = 0; i < n; i++)
+		printf(",\n  \"%s\": %" PRIu64, f[i].json, f[i].value);
+	fputs("\n}\n", stdout);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json",    no_argument, NULL, 'j' },
+		{ "human",   no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help",    no_argument, NULL, 'H' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mkv_pool *pool = NULL;
+	struct mkv_stat st;
+	const char *arg = NULL, *name, *env;
+	char uuid[37];
+	int json = 0, human = 0, c, rc;
+
+	while ((c = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'h': human = 1; break;
+		case 'V':
+			printf(PROG " %s\n", mkv_version());
+			goto out_flush;
+		case 'H':
+			usage(stdout);
+			goto out_flush;
+		default:
+			usage(stderr);
+			return EXIT_ERR;
+		}
+	}
+	if (argc - optind > 1) {
+		fprintf(stderr, PROG ": too many arguments\n");
+		usage(stderr);
+		return EXIT_ERR;
+	}
+	if (optind < argc)
+		arg = argv[optind];
+
+	/* The name for messages; the library resolves NULL the same way. */
+	env = getenv("MARUKV_POOL");
+	name = arg ? arg : (env && *env) ? env : DEFAULT_POOL;
+
+	rc = mkv_pool_open(arg, MKV_RDONLY, NULL, &pool);
+	if (rc < 0) {
+		const char *msg = mkv_errormsg();
+
+		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
+		return EXIT_ERR;
+	}
+	rc = mkv_pool_stat(pool, &st);
+	if (rc < 0) {
+		const char *msg = mkv_errormsg();
+
+		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
+		mkv_pool_close(&pool);
+		return EXIT_ERR;
+	}
+	if (mkv_pool_path(pool))
+		name = mkv_pool_path(pool);
+	format_uuid(st.uuid, uuid);
+
+	{
+		const struct field f[] = {
+			{ "format_version",    "format version",    K_COUNT, st.format_version },
+			{ "page_size",         "page size",         K_BYTES, st.page_size },
+			{ "pages_total",       "pages total",       K_COUNT, st.pages_total },
+			{ "pages_used",        "pages used",        K_COUNT, st.pages_used },
+			{ "pages_free",        "pages free",        K_COUNT, st.pages_free },
+			{ "pages_quarantined", "pages quarantined", K_COUNT, st.pages_quarantined },
+			{ "pages_granted",     "pages granted",     K_COUNT, st.pages_granted },
+			{ "entries",           "entries",           K_COUNT, st.entries },
+			{ "bytes_stored",      "bytes stored",      K_BYTES, st.bytes_stored },
+			{ "registry_size",     "registry size",     K_BYTES, st.registry_size },
+			{ "registry_used",     "registry used",     K_BYTES, st.registry_used },
+			{ "clients",           "clients",           K_COUNT, st.clients },
+			{ "max_clients",       "max clients",       K_COUNT, st.max_clients },
+		};
+		size_t n = sizeof(f) / sizeof(f[0]);
+
+		if (json)
+			print_json(name, uuid, f, n);
+		else
+			print_human(name, uuid, f, n, human);
+	}
+	mkv_pool_close(&pool);
+
+out_flush:
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
