@@ -10,7 +10,7 @@
  *
  * Page states move in an order that keeps "free means free" across
  * crashes:
- *   granted -> used          after the publish commits
+ *   granted -> used          before the publish commits (undone if it fails)
  *   used -> quarantined      before the delete commits (undone if it fails)
  *   quarantined -> free      after the txn that drops the freed record commits
  *   granted -> free          at once (abort, write-once refusal, close)
@@ -46,6 +46,14 @@ extents_add(struct extents *x, uint64_t page, uint64_t npages)
 	return 0;
 }
 
+/* What one txn changes besides the registry, applied around its commit. */
+struct batch {
+	struct extents pubs;      /* granted -> used, before the commit */
+	struct extents dels;      /* used -> quarantined, before the commit */
+	struct extents released;  /* quarantined -> free, after the commit */
+	int64_t bytes;            /* change of the stored byte count */
+};
+
 static void
 extents_set(struct mkv_pool *p, const struct extents *x, uint64_t word)
 {
@@ -62,7 +70,7 @@ benign(int rc)
 }
 
 static int
-apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, int64_t *bytes)
+apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	struct mkv_entry e = {
 		.version = MKV_ENTRY_VERSION,
@@ -98,13 +106,12 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, int64_t *byte
 				(unsigned long long)r->ext.page);
 	if (rc)
 		return mkv_err_mdb(rc, "publish");
-	*bytes += (int64_t)r->length;
-	return 0;
+	b->bytes += (int64_t)r->length;
+	return extents_add(&b->pubs, r->ext.page, r->ext.npages);
 }
 
 static int
-apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct extents *dels,
-		int64_t *bytes)
+apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	struct mkv_entry e;
 	uint64_t be;
@@ -118,11 +125,11 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct extents *d
 	if ((rc = mdb_del(txn, p->reg.entries, &k, NULL)) ||
 	    (rc = mdb_del(txn, p->reg.pages, &pk, NULL)))
 		return mkv_err_mdb(rc, "delete");
-	rc = extents_add(dels, e.page, e.npages);
+	rc = extents_add(&b->dels, e.page, e.npages);
 	if (rc)
 		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
-	*bytes -= (int64_t)e.length;
+	b->bytes -= (int64_t)e.length;
 	return 0;
 }
 
@@ -177,30 +184,30 @@ out:
 }
 
 static int
-record_dels(struct mkv_pool *p, MDB_txn *txn, const struct extents *dels, int64_t bytes)
+record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 {
+	const struct extents *dels = &b->dels;
 	uint64_t id = htobe64(mdb_txn_id(txn)), total;
 	MDB_val k = { sizeof(id), &id }, d = { dels->n * sizeof(*dels->v), dels->v };
 	int rc;
 
 	if (dels->n && (rc = mdb_put(txn, p->reg.freed, &k, &d, MDB_NOOVERWRITE)))
 		return mkv_err_mdb(rc, "delete");
-	if (bytes == 0)
+	if (b->bytes == 0)
 		return 0;
 	if ((rc = mkv_reg_meta_get(p, txn, "bytes", &total)))
 		return rc;
-	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)bytes);
+	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)b->bytes);
 }
 
 static int
-apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct extents *dels,
-		int64_t *bytes)
+apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	switch (r->op) {
 	case MKV_OP_PUBLISH:
-		return apply_publish(p, txn, r, bytes);
+		return apply_publish(p, txn, r, b);
 	case MKV_OP_DEL:
-		return apply_del(p, txn, r, dels, bytes);
+		return apply_del(p, txn, r, b);
 	case MKV_OP_GRANT:
 		return mkv_pages_grant(p, r->ext.npages, &r->ext);
 	case MKV_OP_UNGRANT:
@@ -225,8 +232,7 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct extents *dels,
 int
 mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
-	struct extents dels = { 0 }, released = { 0 };
-	int64_t bytes = 0;
+	struct batch b = { 0 };
 	MDB_txn *txn;
 	unsigned applied = 0;
 	int rc, fatal = 0;
@@ -239,20 +245,27 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	for (; applied < n; applied++) {
 		struct mkv_req *r = &reqs[applied];
 
-		r->result = apply(p, txn, r, &dels, &bytes);
+		r->result = apply(p, txn, r, &b);
 		if (r->result && !benign(r->result)) {
 			fatal = r->result;
 			applied++;
 			break;
 		}
 	}
-	if (!fatal && !(fatal = quarantine_release(p, txn, &released)) &&
-	    !(fatal = record_dels(p, txn, &dels, bytes))) {
-		extents_set(p, &dels, MKV_PG_QUARANTINED);
+	if (!fatal && !(fatal = quarantine_release(p, txn, &b.released)) &&
+	    !(fatal = record_dels(p, txn, &b))) {
+		/*
+		 * Still under the write lock, so the next writer sees these
+		 * states: set after the commit, a publish's "used" could
+		 * overwrite the "quarantined" of a delete committed in between.
+		 */
+		extents_set(p, &b.pubs, MKV_PG_USED);
+		extents_set(p, &b.dels, MKV_PG_QUARANTINED);
 		rc = mdb_txn_commit(txn);
 		if (rc) {
 			fatal = mkv_err_mdb(rc, "registry: commit");
-			extents_set(p, &dels, MKV_PG_USED);
+			extents_set(p, &b.pubs, mkv_grant_word(p));
+			extents_set(p, &b.dels, MKV_PG_USED);
 		}
 	} else {
 		mdb_txn_abort(txn);
@@ -267,18 +280,17 @@ done:
 			continue;
 		if (fatal && (r->result == 0 || !benign(r->result)))
 			r->result = fatal;
-		if (r->op == MKV_OP_PUBLISH && r->result == 0)
-			mkv_pages_set(p, &r->ext, MKV_PG_USED);
-		else if (r->op == MKV_OP_PUBLISH && r->result == MKV_E_EXISTS)
+		if (r->op == MKV_OP_PUBLISH && r->result == MKV_E_EXISTS)
 			mkv_pages_set(p, &r->ext, MKV_PG_FREE);
 	}
 	if (!fatal)
-		extents_set(p, &released, MKV_PG_FREE);
+		extents_set(p, &b.released, MKV_PG_FREE);
 	/* A grant refused for want of the pages this txn released: again. */
-	for (unsigned i = 0; i < n && !fatal && released.n; i++)
+	for (unsigned i = 0; i < n && !fatal && b.released.n; i++)
 		if (reqs[i].op == MKV_OP_GRANT && reqs[i].result == MKV_E_NOSPC)
 			mkv_commit(p, &reqs[i], 1);
-	free(dels.v);
-	free(released.v);
+	free(b.pubs.v);
+	free(b.dels.v);
+	free(b.released.v);
 	return fatal;
 }

@@ -3,17 +3,18 @@
 #
 # t/tools.sh -- the tools, the man pages and the documented examples.
 #
-# Run by `make check` with top_builddir and top_srcdir in the environment
-# (CC and SAN_CFLAGS too, for building the examples).  Each check prints
+# Run by `make check` from the top of the build tree, with $srcdir set by
+# automake's harness; the compiler and sanitizer flags for building the
+# examples come from the build tree's Makefile.  Each check prints
 # "ok - ..." or "not ok - ..."; a check whose prerequisite is missing prints
 # "skip - ..." and is not counted.  The last line is "N passed, M failed".
 # Exit: 0 all passed, 1 a check failed, 77 nothing could run, 99 setup error.
 
 set -u
-top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-.}
-CC=${CC:-cc}
-SAN_CFLAGS=${SAN_CFLAGS:-}
+top_builddir=.
+top_srcdir=${srcdir:-.}
+CC=$(sed -n 's/^CC = //p' "$top_builddir/Makefile")
+SAN_CFLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 
 stat=$top_builddir/utils/marukv-stat
 bench=$top_builddir/utils/marukv-bench

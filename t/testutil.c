@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil.c -- temporary pools, patterns and process helpers for t/.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+#define TU_ROOT_ENV "MKV_TEST_TMPROOT"
+
+char *tu_dir;
+
+/* ---- temporary directories ---- */
+
+char *
+tu_tmpdir_new(void)
+{
+	const char *root = getenv(TU_ROOT_ENV);
+	char *path;
+
+	if (root == NULL || root[0] == '\0')
+		root = "/dev/shm";
+	if (asprintf(&path, "%s/mkvt.XXXXXX", root) < 0)
+		return NULL;
+	if (mkdtemp(path) == NULL) {
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static int
+rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb, (void)ftw;
+	if (type == FTW_DP || type == FTW_D)
+		return rmdir(path) < 0 ? -errno : 0;
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+int
+tu_rmtree(const char *path)
+{
+	int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	if (rc < 0)
+		return errno ? -errno : -EIO;
+	return rc;
+}
+
+void
+tu_tmpdir_free(char **dir)
+{
+	if (dir == NULL || *dir == NULL)
+		return;
+	(void)tu_rmtree(*dir);
+	free(*dir);
+	*dir = NULL;
+}
+
+char *
+tu_pool_path(const char *dir)
+{
+	char *path;
+
+	if (asprintf(&path, "%s/pool", dir) < 0)
+		return NULL;
+	return path;
+}
+
+int
+tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
+		uint32_t max_clients, struct mkv_pool **pool)
+{
+	struct mkv_opts *opts = NULL;
+	char *path;
+	int rc;
+
+	*pool = NULL;
+	rc = mkv_opts_new(&opts);
+	if (rc < 0)
+		return rc;
+	if ((rc = mkv_opts_set_page_size(opts, page_size)) < 0 ||
+	    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
+	    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0) {
+		mkv_opts_delete(&opts);
+		return rc;
+	}
+	path = tu_pool_path(dir);
+	if (path == NULL) {
+		mkv_opts_delete(&opts);
+		return -ENOMEM;
+	}
+	rc = mkv_pool_open(path, MKV_CREATE, opts, pool);
+	free(path);
+	mkv_opts_delete(&opts);
+	return rc;
+}
+
+int
+tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool)
+{
+	char *path = tu_pool_path(dir);
+	int rc;
+
+	*pool = NULL;
+	if (path == NULL)
+		return -ENOMEM;
+	rc = mkv_pool_open(path, flags, NULL, pool);
+	free(path);
+	return rc;
+}
+
+/* ---- numbers and patterns ---- */
+
+uint64_t
+tu_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+uint64_t
+tu_rand(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	if (x == 0)
+		x = 0x2545f4914f6cdd1dULL;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+uint64_t
+tu_rand_range(uint64_t *state, uint64_t lo, uint64_t hi)
+{
+	return lo + tu_rand(state) % (hi - lo + 1);
+}
+
+uint64_t
+tu_fnv1a(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+uint64_t
+tu_hash(const void *p, size_t n)
+{
+	uint64_t h = tu_fnv1a(p, n) ^ n;
+
+	return tu_splitmix64(&h);
+}
+
+void
+tu_fill(void *buf, size_t len, const void *key, size_t klen)
+{
+	unsigned char *b = buf;
+	uint64_t s = tu_hash(key, klen), w;
+	size_t off;
+
+	for (off = 0; off < len; off += 8) {
+		w = tu_splitmix64(&s);
+		memcpy(b + off, &w, len - off < 8 ? len - off : 8);
+	}
+}
+
+ssize_t
+tu_verify(const void *buf, size_t len, const void *key, size_t klen)
+{
+	const unsigned char *b = buf;
+	uint64_t s = tu_hash(key, klen), w;
+	size_t off, i, n;
+
+	for (off = 0; off < len; off += 8) {
+		w = tu_splitmix64(&s);
+		n = len - off < 8 ? len - off : 8;
+		if (memcmp(b + off, &w, n) != 0) {
+			for (i = 0; i < n; i++)
+				if (b[off + i] != ((const unsigned char *)&w)[i])
+					return (ssize_t)(off + i);
+		}
+	}
+	return -1;
+}
+
+size_t
+tu_vlen(const void *key, size_t klen, size_t lo, size_t hi)
+{
+	uint64_t s = tu_hash(key, klen) ^ 0x5bd1e995ULL;
+
+	return lo + (size_t)(tu_splitmix64(&s) % (hi - lo + 1));
+}
+
+size_t
+tu_key(char *out, const char *prefix, unsigned i)
+{
+	int n = snprintf(out, 64, "%s%08u", prefix, i);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+void
+tu_chain_key(const uint8_t *prev, uint64_t i, uint8_t out[32])
+{
+	uint64_t s, w;
+	int k;
+
+	s = (prev ? tu_hash(prev, 32) : 0x6d61727563686169ULL) ^ (i * 0x9e3779b97f4a7c15ULL);
+	for (k = 0; k < 4; k++) {
+		w = tu_splitmix64(&s);
+		memcpy(out + 8 * k, &w, 8);
+	}
+}
+
+void
+tu_chain_keys(uint8_t (*keys)[32], size_t n, uint64_t seed)
+{
+	uint8_t first[32];
+	size_t i;
+
+	memset(first, 0, sizeof(first));
+	memcpy(first, &seed, sizeof(seed));
+	for (i = 0; i < n; i++)
+		tu_chain_key(i == 0 ? first : keys[i - 1], i, keys[i]);
+}
+
+/* ---- values through the library ---- */
+
+int
+tu_put(struct mkv_pool *pool, const void *key, size_t klen, size_t len)
+{
+	void *v = malloc(len ? len : 1);
+	int rc;
+
+	if (v == NULL)
+		return -ENOMEM;
+	tu_fill(v, len, key, klen);
+	rc = mkv_put(pool, key, klen, v, len);
+	free(v);
+	return rc;
+}
+
+int
+tu_publish(struct mkv_pool *pool, const void *key, size_t klen, size_t len)
+{
+	struct mkv_buf buf;
+	int rc;
+
+	memset(&buf, 0, sizeof(buf));
+	rc = mkv_alloc(pool, len, &buf);
+	if (rc < 0)
+		return rc;
+	if (buf.data == NULL || buf.len < len) {
+		(void)mkv_abort(pool, &buf);
+		return -EFAULT;
+	}
+	tu_fill(buf.data, len, key, klen);
+	rc = mkv_publish(pool, key, klen, &buf);
+	if (rc < 0 && rc != MKV_E_EXISTS)
+		(void)mkv_abort(pool, &buf);
+	return rc;
+}
+
+int
+tu_check(struct mkv_pool *pool, const void *key, size_t klen, size_t len)
+{
+	struct mkv_view v;
+	int rc, bad = 0;
+
+	memset(&v, 0, sizeof(v));
+	rc = mkv_get(pool, key, klen, &v);
+	if (rc < 0)
+		return rc;
+	if (len != (size_t)-1 && v.len != len)
+		bad = 1;
+	else if (v.data == NULL || tu_verify(v.data, v.len, key, klen) != -1)
+		bad = 2;
+	if (mkv_release(pool, &v) != 0 && !bad)
+		bad = 3;
+	return bad;
+}
+
+void
+tu_stat(struct mkv_pool *pool, struct mkv_stat *st)
+{
+	int rc;
+
+	memset(st, 0xa5, sizeof(*st));
+	rc = mkv_pool_stat(pool, st);
+	ck_assert_msg(rc == 0, "mkv_pool_stat = %d (%s): %s", rc, mkv_strerror(rc),
+			mkv_errormsg());
+	ck_assert_msg(mkv_errormsg()[0] == '\0', "mkv_pool_stat: errormsg \"%s\"",
+			mkv_errormsg());
+	ck_assert_msg(st->pages_used + st->pages_free + st->pages_quarantined +
+			st->pages_granted == st->pages_total,
+			"page counts do not add up: used %llu free %llu quarantined %llu "
+			"granted %llu total %llu",
+			(unsigned long long)st->pages_used, (unsigned long long)st->pages_free,
+			(unsigned long long)st->pages_quarantined,
+			(unsigned long long)st->pages_granted,
+			(unsigned long long)st->pages_total);
+}
+
+int
+tu_is_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/* ---- processes ---- */
+
+int
+tu_wait(pid_t pid)
+{
+	int status;
+	pid_t r;
+
+	do
+		r = waitpid(pid, &status, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}
+
+pid_t
+tu_fork(void)
+{
+	pid_t parent = getpid(), pid;
+
+	pid = fork();
+	if (pid == 0) {
+		/* never outlive the test (Check kills a test that times out) */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(99);
+	}
+	return pid;
+}
+
+void *
+tu_shared(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_msg(p != MAP_FAILED, "mmap shared: %s", strerror(errno));
+	return p;
+}
+
+void
+tu_shared_free(void *p, size_t size)
+{
+	if (p != NULL)
+		munmap(p, size);
+}
+
+/* ---- running ---- */
+
+void
+tu_setup(void)
+{
+	tu_dir = tu_tmpdir_new();
+	ck_assert_msg(tu_dir != NULL, "cannot make a temporary directory: %s",
+			strerror(errno));
+}
+
+void
+tu_teardown(void)
+{
+	tu_tmpdir_free(&tu_dir);
+}
+
+int
+tu_run_suite(Suite *s)
+{
+	char root[] = "/dev/shm/mkvt.XXXXXX";
+	SRunner *sr;
+	int failed;
+
+	if (mkdtemp(root) == NULL) {
+		fprintf(stderr, "cannot create %s: %s\n", root, strerror(errno));
+		return EXIT_FAILURE;
+	}
+	setenv(TU_ROOT_ENV, root, 1);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	(void)tu_rmtree(root);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

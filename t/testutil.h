@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil.h -- helpers shared by the Check suites in t/.
+ *
+ * Every test gets a fresh temporary directory under /dev/shm
+ * (tu_tmpdir_new), holds its pool in the subdirectory "pool" of it, and
+ * removes it at the end (tu_tmpdir_free).  tu_run_suite() also keeps a
+ * per-run root directory, so a test that fails or crashes (Check's forked
+ * child exits without running its teardown) leaves nothing behind.
+ *
+ * Values carry a pattern derived from their key (tu_fill), so every byte
+ * read back can be checked (tu_verify).  All randomness comes from fixed
+ * seeds.
+ */
+#ifndef MKV_TESTUTIL_H
+#define MKV_TESTUTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <check.h>
+
+#include "marukv.h"
+
+/* Small pools: 4 MiB of 4 KiB pages. */
+#define TU_DATA_SIZE (4ULL << 20)
+#define TU_PAGE_SIZE 4096U
+#define TU_MAX_CLIENTS 8U
+
+/* ---- temporary directories and pools ---- */
+
+/** New empty directory /dev/shm/mkvt.XXXXXX (inside the run's root when
+ * tu_run_suite() set one); malloc'd path, NULL on failure. */
+char *tu_tmpdir_new(void);
+/** Remove the directory recursively, free the string, NULL the pointer. */
+void tu_tmpdir_free(char **dir);
+/** "<dir>/pool" in a malloc'd string. */
+char *tu_pool_path(const char *dir);
+/** Recursive removal (nftw); 0 or -errno. */
+int tu_rmtree(const char *path);
+
+/** Create (MKV_CREATE) the pool <dir>/pool with these parameters. */
+int tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
+		uint32_t max_clients, struct mkv_pool **pool);
+/** Open the existing pool <dir>/pool with @p flags (no creation options). */
+int tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool);
+
+/* ---- deterministic numbers and patterns ---- */
+
+uint64_t tu_splitmix64(uint64_t *state);
+/** xorshift64* generator; a zero state is replaced by a fixed seed. */
+uint64_t tu_rand(uint64_t *state);
+/** Uniform-ish in [lo, hi]. */
+uint64_t tu_rand_range(uint64_t *state, uint64_t lo, uint64_t hi);
+/** 64-bit hash of bytes (FNV-1a, then a splitmix finaliser). */
+uint64_t tu_hash(const void *p, size_t n);
+/** FNV-1a 64 exactly (the superblock's checksum). */
+uint64_t tu_fnv1a(const void *p, size_t n);
+
+/** Fill @p buf with the pattern of @p key. */
+void tu_fill(void *buf, size_t len, const void *key, size_t klen);
+/** Offset of the first byte that is not the pattern of @p key, or -1. */
+ssize_t tu_verify(const void *buf, size_t len, const void *key, size_t klen);
+/** A value length in [lo, hi] derived from the key. */
+size_t tu_vlen(const void *key, size_t klen, size_t lo, size_t hi);
+
+/** Printable key "<prefix><i, 8 digits>" into out (>= 64 bytes); its length. */
+size_t tu_key(char *out, const char *prefix, unsigned i);
+/** Chained 32-byte key: out = H(prev, i); prev NULL for the first. */
+void tu_chain_key(const uint8_t *prev, uint64_t i, uint8_t out[32]);
+/** n chained keys into keys[n][32]. */
+void tu_chain_keys(uint8_t (*keys)[32], size_t n, uint64_t seed);
+
+/* ---- pattern values through the library ---- */
+
+/** mkv_put of a @p len byte pattern value of @p key. Returns mkv_put's code. */
+int tu_put(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
+/** alloc + fill + publish. Returns the first failing code (the buffer is
+ * aborted if publish fails with a code that leaves it to the caller). */
+int tu_publish(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
+/**
+ * Get the key, check its length (unless @p len is (size_t)-1) and every
+ * byte, release.  0 if all good, the mkv_get code if it failed, 1 if the
+ * length is wrong, 2 if a byte is wrong, 3 if release failed.
+ */
+int tu_check(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
+/** mkv_pool_stat that must succeed (asserts). */
+void tu_stat(struct mkv_pool *pool, struct mkv_stat *st);
+/** 1 if the view/buffer memory is all zero. */
+int tu_is_zero(const void *p, size_t n);
+
+/* ---- processes ---- */
+
+/** fork(); the child dies with SIGKILL when its parent dies.  Children
+ * report through their exit status and leave with _exit(). */
+pid_t tu_fork(void);
+/** waitpid; exit status, or 128 + signal, or -1. */
+int tu_wait(pid_t pid);
+/** Shared anonymous memory (survives fork), zeroed; asserts on failure. */
+void *tu_shared(size_t size);
+void tu_shared_free(void *p, size_t size);
+
+/* ---- running ---- */
+
+/** Run the suite with Check's runner (CK_NORMAL); EXIT_SUCCESS/FAILURE. */
+int tu_run_suite(Suite *s);
+/** Fixture for a TCase: a fresh tu_tmpdir in tu_dir. */
+extern char *tu_dir;
+void tu_setup(void);
+void tu_teardown(void);
+
+/* ---- assertions ---- */
+
+/* The call must succeed and leave mkv_errormsg() empty. */
+#define TU_OK(expr) do { \
+	int tu_rc_ = (expr); \
+	ck_assert_msg(tu_rc_ == 0, "%s = %d (%s): %s", #expr, tu_rc_, \
+			mkv_strerror(tu_rc_), mkv_errormsg()); \
+	ck_assert_msg(mkv_errormsg()[0] == '\0', \
+			"%s succeeded but mkv_errormsg() is \"%s\"", #expr, mkv_errormsg()); \
+} while (0)
+
+/* The call must fail with exactly @p code and set a message. */
+#define TU_ERR(expr, code) do { \
+	int tu_rc_ = (expr); \
+	ck_assert_msg(tu_rc_ == (code), "%s = %d (%s), expected %s = %d", #expr, \
+			tu_rc_, mkv_strerror(tu_rc_), #code, (int)(code)); \
+	ck_assert_msg(mkv_errormsg()[0] != '\0', \
+			"%s failed with %s but mkv_errormsg() is empty", #expr, #code); \
+} while (0)
+
+#endif
