@@ -41,6 +41,8 @@ extern "C" {
 
 /** Longest key, in bytes (LMDB's default key limit). */
 #define MKV_KEY_MAX 511
+/** Longest node name, in bytes. */
+#define MKV_NODE_NAME_MAX 31
 
 /**
  * @defgroup errors Error codes
@@ -114,7 +116,15 @@ struct mkv_stat {
 	uint32_t max_clients;     /**< client slots */
 	uint32_t clients;         /**< slots in use */
 	uint8_t uuid[16];         /**< pool identity, fixed at creation */
-	uint64_t reserved_[16];
+	uint64_t lease_generation; /**< fencing token of the current or last holder */
+	uint32_t lease_period_ms; /**< the pool's lease period */
+	uint32_t lease_holder_pid; /**< pid of the holder on its node; 0 if none */
+	uint32_t lease_holder_slot; /**< client slot of the holder */
+	uint32_t lease_holder_node_idx; /**< node table index of the holder */
+	char lease_holder_node[MKV_NODE_NAME_MAX + 1]; /**< holder's node name, "" if none */
+	int64_t lease_heartbeat_age_ms; /**< now minus the holder's last heartbeat, by wall clocks; -1 if none */
+	uint64_t requests_pending; /**< registrations waiting for the holder */
+	uint64_t reserved_[8];
 };
 
 /** @defgroup version Version
@@ -163,10 +173,11 @@ MKV_EXPORT void mkv_set_log(mkv_log_fn fn, enum mkv_log_level max_level, void *a
 /** @} */
 
 /** @defgroup opts Options
- * Creation parameters for mkv_pool_open(..., MKV_CREATE, ...).  They are
- * used only when the call creates the pool; an existing pool keeps the
- * parameters it was created with.  Setters check their argument and return
- * MKV_E_INVAL for a value out of range, leaving the option unchanged.
+ * Parameters for mkv_pool_open().  All but the node name are creation
+ * parameters, used only when the call creates the pool; an existing pool
+ * keeps the parameters it was created with.  Setters check their argument
+ * and return MKV_E_INVAL for a value out of range, leaving the option
+ * unchanged.
  * @{ */
 /** Default data arena size: 256 MiB. */
 #define MKV_DEFAULT_DATA_SIZE (256ULL << 20)
@@ -195,6 +206,23 @@ MKV_EXPORT int mkv_opts_set_max_clients(struct mkv_opts *opts, uint32_t n);
  * 0 (the default) sizes it from the number of pages.  Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes);
+/** Default lease period: 1000 ms. */
+#define MKV_DEFAULT_LEASE_PERIOD_MS 1000U
+/**
+ * Lease period, 50 ms to 60 s (creation parameter).  A lease holder whose
+ * heartbeat stood still this long, by a contender's own clock, may be
+ * replaced; a holder that could not renew within half of it stops writing.
+ * Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms);
+/**
+ * Name of the node (host) this handle runs on, 1 to MKV_NODE_NAME_MAX
+ * characters of [A-Za-z0-9._-] (an open parameter, used on every open).
+ * Without it, $MARUKV_NODE, else the host name.  Processes of one node
+ * share a node-local lock; nodes compete for the lease with a protocol
+ * that needs no atomics between them.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
 /** @} */
 
 /** @defgroup pool Pool
@@ -232,6 +260,25 @@ MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
  * Errors: MKV_E_INVAL, MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st);
+/** What mkv_pool_verify() found. */
+struct mkv_verify {
+	uint64_t entries;         /**< registry entries checked */
+	uint64_t pages_used;      /**< pages of those entries */
+	uint64_t pages_quarantined; /**< pages in quarantine records */
+	uint64_t pages_leaked;    /**< pages marked taken that nothing owns (reclaimable) */
+	uint64_t problems;        /**< inconsistencies: overlaps, bad records, a used page marked free */
+	char first_problem[256];  /**< the first problem, "" if none */
+};
+/**
+ * Check the registry against the page table in one snapshot: every entry's
+ * pages in the arena and marked used, no page owned by two entries, the
+ * pages index matching the entries, quarantine records disjoint from
+ * entries.  Leaked pages (marked taken, owned by nothing) are counted but
+ * are not problems: the lease holder reclaims them.
+ * Returns 0 if there is no problem, MKV_E_CORRUPT if there are (see
+ * @p report), or another error if the check could not run.
+ */
+MKV_EXPORT int mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report);
 /** Directory of an open pool; owned by the handle. NULL for NULL. */
 MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
 /** @} */
@@ -259,6 +306,28 @@ MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
  */
 MKV_EXPORT int mkv_publish(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_buf *buf);
+/** A pending asynchronous publish, from mkv_publish_async(). */
+struct mkv_ticket {
+	uint64_t priv_[2];
+};
+/**
+ * Start publishing like mkv_publish() and return without waiting for the
+ * registration to commit; mkv_wait() gives its result.  The buffer is
+ * consumed at once (zeroed) when this returns 0; its bytes are persisted
+ * before this returns.  A handle has a bounded number of publishes in
+ * flight; past it this call waits for the oldest.  Each ticket must be
+ * waited for exactly once, on the same handle.
+ * Errors: as mkv_publish() for argument checks; the registration's own
+ * outcome comes from mkv_wait().
+ */
+MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen,
+		struct mkv_buf *buf, struct mkv_ticket *ticket);
+/**
+ * Wait for an asynchronous publish and return its result: 0, or the
+ * errors of mkv_publish() (MKV_E_EXISTS...); the ticket is consumed.
+ * Errors also: MKV_E_INVAL (not a pending ticket of this handle).
+ */
+MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
 /** Give an unpublished buffer back; consumes it. Errors: MKV_E_INVAL. */
 MKV_EXPORT int mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf);
 /**

@@ -1,23 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * alloc.c -- the page table: which data pages are free, granted to a
- * client, used by a published value, or quarantined after a delete.
+ * alloc.c -- the page table (which data pages are free, granted to a
+ * client, used by a published value, or quarantined after a delete) and
+ * each client's cache of granted pages.
  *
- * Only the writer changes page states (inside its registry write txn, see
- * commit.c), so a run found free stays free until it is marked.  The
- * table is derivable from the registry and the client slots; the order of
- * updates in commit.c guarantees that a page marked free is free, whatever
- * crashes in between, so a crash can leak pages but never hand one out
- * twice.
+ * Only the lease holder changes page states, inside its registry write
+ * txn (commit.c), and it rebuilds the table from the registry when it
+ * takes the lease.  Changes are compare-and-swap from the exact word
+ * expected, and used/quarantined words carry the holder's generation, so
+ * a holder that lost the lease while paused cannot undo what its
+ * successor did.  A client allocates from its own grants without asking
+ * anyone; the holder grants pages in batches.
  */
 #include "config.h"
+
+#include <stdlib.h>
 
 #include "internal.h"
 
 uint64_t
 mkv_pt_load(const struct mkv_pool *p, uint64_t page)
 {
-	return __atomic_load_n(&p->pt[page], __ATOMIC_RELAXED);
+	return __atomic_load_n(&p->pt[page], __ATOMIC_ACQUIRE);
 }
 
 bool
@@ -29,6 +33,24 @@ mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t w
 	return true;
 }
 
+/* Move the extent's pages from word `from` to `to`; returns how many moved. */
+uint64_t
+mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, uint64_t to)
+{
+	uint64_t moved = 0;
+
+	for (uint64_t i = 0; i < ext->npages; i++) {
+		uint64_t expect = from;
+
+		if (__atomic_compare_exchange_n(&p->pt[ext->page + i], &expect, to, false,
+				__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			moved++;
+	}
+	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
+	return moved;
+}
+
+/* Set unconditionally: for the holder's rebuild, which owns every word. */
 void
 mkv_pages_set(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word)
 {
@@ -45,7 +67,7 @@ run_find(const struct mkv_pool *p, uint64_t start, uint64_t end, uint64_t npages
 	uint64_t run = 0;
 
 	for (uint64_t i = start; i < end; i++) {
-		if (MKV_PG_STATE(mkv_pt_load(p, i)) != MKV_PG_FREE) {
+		if (mkv_pt_load(p, i) != MKV_PG_FREE) {
 			run = 0;
 			continue;
 		}
@@ -75,16 +97,16 @@ pages_find(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 	return true;
 }
 
-/* Grant a run of npages to the caller; the writer calls this. */
+/* Grant a run of npages, marked with the grant word; the holder calls this. */
 int
-mkv_pages_grant(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
+mkv_pages_grant(struct mkv_pool *p, uint64_t npages, uint64_t word, struct mkv_extent *out)
 {
 	if (npages > p->nr_pages)
 		return mkv_err(MKV_E_NOSPC, "pool %s: %llu pages asked, the pool has %llu",
 				p->path, (unsigned long long)npages,
 				(unsigned long long)p->nr_pages);
 	if (!pages_find(p, npages, out)) {
-		uint64_t n = mkv_pages_reclaim(p, UINT32_MAX);
+		uint64_t n = mkv_pages_reclaim(p, 0);
 
 		if (n)
 			mkv_log(MKV_LOG_INFO, "pool %s: reclaimed %llu pages of dead clients",
@@ -93,17 +115,17 @@ mkv_pages_grant(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 			return mkv_err(MKV_E_NOSPC, "pool %s: no run of %llu free pages", p->path,
 					(unsigned long long)npages);
 	}
-	mkv_pages_set(p, out, mkv_grant_word(p));
+	mkv_pages_move(p, out, MKV_PG_FREE, word);
 	return 0;
 }
 
 /*
- * Free granted pages whose grant is void: those of slot (when not
- * UINT32_MAX), and those of an older incarnation of their slot or of a
- * dead client.  Returns the number of pages freed.
+ * Free granted pages whose grant is void: those granted with `word` (a
+ * client leaving; 0 for none), and those of an older incarnation of their
+ * slot or of a dead client.  Returns the number of pages freed.
  */
 uint64_t
-mkv_pages_reclaim(struct mkv_pool *p, uint32_t slot)
+mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 {
 	enum { UNKNOWN, VALID, VOID } verdict[MKV_MAX_CLIENTS_LIMIT] = { UNKNOWN };
 	uint64_t freed = 0;
@@ -115,7 +137,7 @@ mkv_pages_reclaim(struct mkv_pool *p, uint32_t slot)
 		if (MKV_PG_STATE(w) != MKV_PG_GRANTED)
 			continue;
 		s = MKV_PG_SLOT(w);
-		if (s != slot && s < p->sb->max_clients) {
+		if (w != word && s < p->sb->max_clients) {
 			owner = __atomic_load_n(&p->slots[s].owner, __ATOMIC_SEQ_CST);
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
@@ -125,8 +147,110 @@ mkv_pages_reclaim(struct mkv_pool *p, uint32_t slot)
 					continue;
 			}
 		}
-		mkv_pages_set(p, &(struct mkv_extent){ i, 1 }, MKV_PG_FREE);
-		freed++;
+		freed += mkv_pages_move(p, &(struct mkv_extent){ i, 1 }, w, MKV_PG_FREE);
 	}
 	return freed;
+}
+
+int
+mkv_grants_init(struct mkv_grants *g)
+{
+	g->ext = NULL;
+	g->n = g->cap = 0;
+	if (pthread_mutex_init(&g->lock, NULL))
+		return mkv_err(MKV_E_NOMEM, "grants: mutex");
+	return 0;
+}
+
+void
+mkv_grants_fini(struct mkv_grants *g)
+{
+	free(g->ext);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* Carve npages off the first cached extent that has them. */
+bool
+mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
+{
+	struct mkv_grants *g = &p->grants;
+	bool found = false;
+
+	pthread_mutex_lock(&g->lock);
+	for (unsigned i = 0; i < g->n; i++) {
+		struct mkv_extent *e = &g->ext[i];
+
+		if (e->npages < npages)
+			continue;
+		*out = (struct mkv_extent){ e->page, npages };
+		e->page += npages;
+		e->npages -= npages;
+		if (e->npages == 0)
+			*e = g->ext[--g->n];
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return found;
+}
+
+uint64_t
+mkv_grants_cached(struct mkv_pool *p)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&p->grants.lock);
+	for (unsigned i = 0; i < p->grants.n; i++)
+		n += p->grants.ext[i].npages;
+	pthread_mutex_unlock(&p->grants.lock);
+	return n;
+}
+
+/* Any one cached extent, whole (to hand it back). */
+bool
+mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out)
+{
+	struct mkv_grants *g = &p->grants;
+	bool found;
+
+	pthread_mutex_lock(&g->lock);
+	found = g->n > 0;
+	if (found)
+		*out = g->ext[--g->n];
+	pthread_mutex_unlock(&g->lock);
+	return found;
+}
+
+/* Keep granted pages for later allocations, merging with a neighbour. */
+void
+mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	struct mkv_grants *g = &p->grants;
+
+	pthread_mutex_lock(&g->lock);
+	for (unsigned i = 0; i < g->n; i++) {
+		struct mkv_extent *e = &g->ext[i];
+
+		if (e->page + e->npages == ext->page) {
+			e->npages += ext->npages;
+			goto out;
+		}
+		if (ext->page + ext->npages == e->page) {
+			e->page = ext->page;
+			e->npages += ext->npages;
+			goto out;
+		}
+	}
+	if (g->n == g->cap) {
+		unsigned cap = g->cap ? g->cap * 2 : 16;
+		struct mkv_extent *v = realloc(g->ext, cap * sizeof(*v));
+
+		if (!v)  /* the pages stay granted to us; close returns them */
+			goto out;
+		g->ext = v;
+		g->cap = cap;
+	}
+	g->ext[g->n++] = *ext;
+out:
+	pthread_mutex_unlock(&g->lock);
 }

@@ -18,17 +18,6 @@
 
 #include "internal.h"
 
-uint64_t
-mkv_node_id(void)
-{
-	char host[256] = "";
-	uint64_t h;
-
-	gethostname(host, sizeof(host) - 1);
-	h = mkv_fnv1a(host, strlen(host));
-	return h ? h : 1;
-}
-
 /* Start time of a process, clock ticks since boot; 0 if it is gone. */
 static uint64_t
 proc_starttime(uint32_t pid)
@@ -100,7 +89,6 @@ mkv_client_attach(struct mkv_pool *p)
 	uint32_t pid = (uint32_t)getpid(), n = p->sb->max_clients;
 	uint64_t start = proc_starttime(pid), o;
 
-	p->node = mkv_node_id();
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
 		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o, pid, start))
@@ -122,10 +110,7 @@ void
 mkv_client_detach(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
-	struct mkv_req req = { .op = MKV_OP_DETACH };
 
-	if (!(p->flags & MKV_RDONLY))
-		mkv_commit(p, &req, 1);
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->start_tag, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->owner, MKV_SLOT_OWNER(p->incarnation, 0), __ATOMIC_SEQ_CST);

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * commit.c -- the write path: requests applied to the registry and the page
- * table in one LMDB write transaction.
- *
- * Every change to the registry and to page states goes through
- * mkv_commit(), so the single-writer lease can take this path over: today
- * each writing process calls it directly and writers serialise on LMDB's
- * write lock.
+ * commit.c -- the write path: the lease holder applies requests to the
+ * registry and the page table in one LMDB write transaction (group
+ * commit), rebuilds the page table when it takes the lease, and runs the
+ * holder thread that serves other clients' requests.
  *
  * Page states move in an order that keeps "free means free" across
  * crashes:
  *   granted -> used          before the publish commits (undone if it fails)
  *   used -> quarantined      before the delete commits (undone if it fails)
  *   quarantined -> free      after the txn that drops the freed record commits
- *   granted -> free          at once (abort, write-once refusal, close)
+ *   granted -> free          at once (abort at close, reclamation)
  * Quarantined pages are released only from records of txns already
  * committed when this txn read the pins, never from its own.
+ *
+ * Every txn first checks the generation stored in the registry's meta: a
+ * holder whose generation is below it has been superseded and aborts
+ * (fencing by the storage itself, whatever its clock believed).
  */
 #include "config.h"
 
@@ -25,41 +26,47 @@
 
 #include "internal.h"
 
-struct extents {
-	struct mkv_extent *v;
+#define MAX_BATCH 256
+
+struct moves {
+	struct move {
+		struct mkv_extent ext;
+		uint64_t from;
+	} *v;
 	size_t n, cap;
 };
 
 static int
-extents_add(struct extents *x, uint64_t page, uint64_t npages)
+moves_add(struct moves *x, const struct mkv_extent *ext, uint64_t from)
 {
 	if (x->n == x->cap) {
 		size_t cap = x->cap ? x->cap * 2 : 8;
-		struct mkv_extent *v = realloc(x->v, cap * sizeof(*v));
+		struct move *v = realloc(x->v, cap * sizeof(*v));
 
 		if (!v)
 			return mkv_err(MKV_E_NOMEM, "commit: out of memory");
 		x->v = v;
 		x->cap = cap;
 	}
-	x->v[x->n++] = (struct mkv_extent){ page, npages };
+	x->v[x->n++] = (struct move){ *ext, from };
 	return 0;
+}
+
+/* Move every extent from its own word (or `from` if nonzero) to `to`. */
+static void
+moves_apply(struct mkv_pool *p, const struct moves *x, uint64_t from, uint64_t to)
+{
+	for (size_t i = 0; i < x->n; i++)
+		mkv_pages_move(p, &x->v[i].ext, from ? from : x->v[i].from, to);
 }
 
 /* What one txn changes besides the registry, applied around its commit. */
 struct batch {
-	struct extents pubs;      /* granted -> used, before the commit */
-	struct extents dels;      /* used -> quarantined, before the commit */
-	struct extents released;  /* quarantined -> free, after the commit */
-	int64_t bytes;            /* change of the stored byte count */
+	struct moves pubs;      /* granted -> used, before the commit */
+	struct moves dels;      /* used -> quarantined, before the commit */
+	struct moves released;  /* quarantined -> free, after the commit */
+	int64_t bytes;          /* change of the stored byte count */
 };
-
-static void
-extents_set(struct mkv_pool *p, const struct extents *x, uint64_t word)
-{
-	for (size_t i = 0; i < x->n; i++)
-		mkv_pages_set(p, &x->v[i], word);
-}
 
 /* Errors that leave the txn usable: a refused request, not a failed one. */
 static bool
@@ -67,6 +74,13 @@ benign(int rc)
 {
 	return rc == MKV_E_EXISTS || rc == MKV_E_NOTFOUND || rc == MKV_E_INVAL ||
 		rc == MKV_E_NOSPC;
+}
+
+static bool
+extent_ok(const struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	return ext->npages != 0 && ext->page < p->nr_pages &&
+		ext->npages <= p->nr_pages - ext->page;
 }
 
 static int
@@ -79,26 +93,33 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		.length = r->length,
 		.txn = mdb_txn_id(txn),
 	};
-	uint64_t be = htobe64(r->ext.page);
+	uint64_t be = htobe64(r->ext.page), grant = mkv_grant_word(r->slot, r->inc);
 	MDB_val k = { r->klen, (void *)r->key }, d = { sizeof(e), &e };
 	MDB_val pk = { sizeof(be), &be };
+	struct mkv_entry old;
 	bool full;
 	int rc;
 
-	if (r->ext.npages == 0 || r->ext.page >= p->nr_pages ||
-	    r->ext.npages > p->nr_pages - r->ext.page ||
-	    mkv_pages_for(p, r->length) != r->ext.npages ||
-	    !mkv_pages_are(p, &r->ext, mkv_grant_word(p)))
+	if ((rc = mkv_check_key(r->key, r->klen)))
+		return rc;
+	rc = mkv_reg_lookup(p, txn, r->key, r->klen, &old);
+	if (rc == 0) {
+		/* The same publish again (a new holder re-draining): done. */
+		if (old.page == r->ext.page && old.npages == r->ext.npages)
+			return 0;
+		return mkv_err(MKV_E_EXISTS, "publish: key exists (values are write-once)");
+	}
+	if (rc != MKV_E_NOTFOUND)
+		return rc;
+	if (!extent_ok(p, &r->ext) || mkv_pages_for(p, r->length) != r->ext.npages ||
+	    !mkv_pages_are(p, &r->ext, grant))
 		return mkv_err(MKV_E_INVAL, "publish: buffer is not one granted to this handle");
 	if ((rc = mkv_reg_full(p, &full)))
 		return rc;
 	if (full)
 		return mkv_err(MKV_E_NOSPC, "pool %s: registry is full (the rest is kept for deletes)",
 				p->path);
-	rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE);
-	if (rc == MDB_KEYEXIST)
-		return mkv_err(MKV_E_EXISTS, "publish: key exists (values are write-once)");
-	if (rc)
+	if ((rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE)))
 		return mkv_err_mdb(rc, "publish");
 	rc = mdb_put(txn, p->reg.pages, &pk, &k, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
@@ -107,7 +128,7 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 	if (rc)
 		return mkv_err_mdb(rc, "publish");
 	b->bytes += (int64_t)r->length;
-	return extents_add(&b->pubs, r->ext.page, r->ext.npages);
+	return moves_add(&b->pubs, &r->ext, grant);
 }
 
 static int
@@ -118,24 +139,21 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	MDB_val k = { r->klen, (void *)r->key }, pk = { sizeof(be), &be };
 	int rc;
 
-	rc = mkv_reg_lookup(p, txn, r->key, r->klen, &e);
-	if (rc)
+	if ((rc = mkv_check_key(r->key, r->klen)) ||
+	    (rc = mkv_reg_lookup(p, txn, r->key, r->klen, &e)))
 		return rc;
 	be = htobe64(e.page);
 	if ((rc = mdb_del(txn, p->reg.entries, &k, NULL)) ||
 	    (rc = mdb_del(txn, p->reg.pages, &pk, NULL)))
 		return mkv_err_mdb(rc, "delete");
-	rc = extents_add(&b->dels, e.page, e.npages);
-	if (rc)
-		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
 	b->bytes -= (int64_t)e.length;
-	return 0;
+	return moves_add(&b->dels, &r->ext, 0);
 }
 
 /* Drop freed records that no live pin can still need; collect their pages. */
 static int
-quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct extents *released)
+quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
 {
 	MDB_cursor *c;
 	MDB_val k, d;
@@ -166,7 +184,7 @@ quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct extents *released)
 			struct mkv_extent e;
 
 			memcpy(&e, &x[i], sizeof(e));
-			if ((rc = extents_add(released, e.page, e.npages)))
+			if ((rc = moves_add(released, &e, 0)))
 				goto out;
 		}
 		if ((rc = mdb_cursor_del(c, 0))) {
@@ -186,13 +204,22 @@ out:
 static int
 record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 {
-	const struct extents *dels = &b->dels;
 	uint64_t id = htobe64(mdb_txn_id(txn)), total;
-	MDB_val k = { sizeof(id), &id }, d = { dels->n * sizeof(*dels->v), dels->v };
+	struct mkv_extent *x;
+	MDB_val k = { sizeof(id), &id }, d = { b->dels.n * sizeof(*x), NULL };
 	int rc;
 
-	if (dels->n && (rc = mdb_put(txn, p->reg.freed, &k, &d, MDB_NOOVERWRITE)))
-		return mkv_err_mdb(rc, "delete");
+	if (b->dels.n) {
+		if (!(x = malloc(d.mv_size)))
+			return mkv_err(MKV_E_NOMEM, "delete: out of memory");
+		for (size_t i = 0; i < b->dels.n; i++)
+			x[i] = b->dels.v[i].ext;
+		d.mv_data = x;
+		rc = mdb_put(txn, p->reg.freed, &k, &d, MDB_NOOVERWRITE);
+		free(x);
+		if (rc)
+			return mkv_err_mdb(rc, "delete");
+	}
 	if (b->bytes == 0)
 		return 0;
 	if ((rc = mkv_reg_meta_get(p, txn, "bytes", &total)))
@@ -203,43 +230,74 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 static int
 apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
+	uint64_t grant = mkv_grant_word(r->slot, r->inc);
+
 	switch (r->op) {
 	case MKV_OP_PUBLISH:
 		return apply_publish(p, txn, r, b);
 	case MKV_OP_DEL:
 		return apply_del(p, txn, r, b);
 	case MKV_OP_GRANT:
-		return mkv_pages_grant(p, r->ext.npages, &r->ext);
+		if (r->ext.npages == 0)
+			return mkv_err(MKV_E_INVAL, "grant: no pages asked");
+		return mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
 	case MKV_OP_UNGRANT:
-		if (r->ext.npages == 0 || r->ext.page >= p->nr_pages ||
-		    r->ext.npages > p->nr_pages - r->ext.page ||
-		    !mkv_pages_are(p, &r->ext, mkv_grant_word(p)))
-			return mkv_err(MKV_E_INVAL, "abort: buffer is not one granted to this handle");
-		mkv_pages_set(p, &r->ext, MKV_PG_FREE);
+		if (!extent_ok(p, &r->ext) || !mkv_pages_are(p, &r->ext, grant))
+			return mkv_err(MKV_E_INVAL, "ungrant: pages not granted to this client");
+		mkv_pages_move(p, &r->ext, grant, MKV_PG_FREE);
 		return 0;
 	case MKV_OP_DETACH:
-		mkv_pages_reclaim(p, p->slot);
+		mkv_pages_reclaim(p, grant);
 		return 0;
 	}
 	return mkv_err(MKV_E_INVAL, "commit: unknown request %d", (int)r->op);
 }
 
+/* The storage's own fence: refuse to commit under a superseded generation. */
+static int
+fence(struct mkv_pool *p, MDB_txn *txn)
+{
+	uint64_t stored;
+	int rc = mkv_reg_meta_get(p, txn, "generation", &stored);
+
+	if (rc)
+		return rc;
+	if (stored > p->h.generation)
+		return mkv_err(MKV_E_FENCED, "pool %s: generation %llu superseded by %llu", p->path,
+				(unsigned long long)p->h.generation, (unsigned long long)stored);
+	if (stored < p->h.generation)
+		return mkv_reg_meta_put(p, txn, "generation", p->h.generation);
+	return 0;
+}
+
 /*
- * Apply n requests in one registry write txn.  Each request's own outcome
- * is in its result; the return value is 0, or the error that failed the
- * whole txn (then every registry request carries it).
+ * Apply n requests in one registry write txn; only a valid lease holder
+ * may call this, with h.lock held.  Each request's own outcome is in its
+ * result; the return value is 0, or the error that failed the whole txn
+ * (then every registry request carries it; MKV_E_FENCED: we are no
+ * longer the holder and nothing was applied).
  */
 int
 mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
+	uint64_t used = mkv_held_word(MKV_PG_USED, p->h.generation);
+	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	struct batch b = { 0 };
 	MDB_txn *txn;
 	unsigned applied = 0;
 	int rc, fatal = 0;
 
+	if (!mkv_lease_valid(p)) {
+		fatal = mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
+		goto done;
+	}
 	rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn);
 	if (rc) {
 		fatal = mkv_err_mdb(rc, "registry: write txn");
+		goto done;
+	}
+	if ((fatal = fence(p, txn))) {
+		mdb_txn_abort(txn);
 		goto done;
 	}
 	for (; applied < n; applied++) {
@@ -255,17 +313,18 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	if (!fatal && !(fatal = quarantine_release(p, txn, &b.released)) &&
 	    !(fatal = record_dels(p, txn, &b))) {
 		/*
-		 * Still under the write lock, so the next writer sees these
+		 * Still under the write lock, so the next txn sees these
 		 * states: set after the commit, a publish's "used" could
 		 * overwrite the "quarantined" of a delete committed in between.
 		 */
-		extents_set(p, &b.pubs, MKV_PG_USED);
-		extents_set(p, &b.dels, MKV_PG_QUARANTINED);
+		moves_apply(p, &b.pubs, 0, used);
+		moves_apply(p, &b.dels, used, quar);
 		rc = mdb_txn_commit(txn);
 		if (rc) {
 			fatal = mkv_err_mdb(rc, "registry: commit");
-			extents_set(p, &b.pubs, mkv_grant_word(p));
-			extents_set(p, &b.dels, MKV_PG_USED);
+			for (size_t i = 0; i < b.pubs.n; i++)
+				mkv_pages_move(p, &b.pubs.v[i].ext, used, b.pubs.v[i].from);
+			moves_apply(p, &b.dels, quar, used);
 		}
 	} else {
 		mdb_txn_abort(txn);
@@ -274,17 +333,14 @@ done:
 	for (unsigned i = 0; i < n; i++) {
 		struct mkv_req *r = &reqs[i];
 
-		if (i >= applied)
+		if (i >= applied || fatal == MKV_E_FENCED)
 			r->result = fatal;
-		if (r->op != MKV_OP_PUBLISH && r->op != MKV_OP_DEL)
-			continue;
-		if (fatal && (r->result == 0 || !benign(r->result)))
+		else if (fatal && (r->op == MKV_OP_PUBLISH || r->op == MKV_OP_DEL) &&
+			 (r->result == 0 || !benign(r->result)))
 			r->result = fatal;
-		if (r->op == MKV_OP_PUBLISH && r->result == MKV_E_EXISTS)
-			mkv_pages_set(p, &r->ext, MKV_PG_FREE);
 	}
 	if (!fatal)
-		extents_set(p, &b.released, MKV_PG_FREE);
+		moves_apply(p, &b.released, quar, MKV_PG_FREE);
 	/* A grant refused for want of the pages this txn released: again. */
 	for (unsigned i = 0; i < n && !fatal && b.released.n; i++)
 		if (reqs[i].op == MKV_OP_GRANT && reqs[i].result == MKV_E_NOSPC)
@@ -293,4 +349,170 @@ done:
 	free(b.dels.v);
 	free(b.released.v);
 	return fatal;
+}
+
+/* Mark every page the registry owns, with the kind of ownership. */
+static int
+recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
+{
+	MDB_cursor *c;
+	MDB_val k, d;
+	int rc;
+
+	if ((rc = mdb_cursor_open(txn, p->reg.entries, &c)))
+		return mkv_err_mdb(rc, "recover");
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		struct mkv_entry e;
+
+		if (d.mv_size != sizeof(e))
+			continue;
+		memcpy(&e, d.mv_data, sizeof(e));
+		if (!extent_ok(p, &(struct mkv_extent){ e.page, e.npages }))
+			continue;
+		memset(mark + e.page, MKV_PG_USED, e.npages);
+	}
+	mdb_cursor_close(c);
+	if ((rc = mdb_cursor_open(txn, p->reg.freed, &c)))
+		return mkv_err_mdb(rc, "recover");
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		for (size_t i = 0; i < d.mv_size / sizeof(struct mkv_extent); i++) {
+			struct mkv_extent e;
+
+			memcpy(&e, (const char *)d.mv_data + i * sizeof(e), sizeof(e));
+			if (extent_ok(p, &e))
+				memset(mark + e.page, MKV_PG_QUARANTINED, e.npages);
+		}
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "recover");
+}
+
+/*
+ * A new holder's first txn: store its generation (fencing every older
+ * holder out of the registry), then rebuild the page table from the
+ * registry and the live grants, tagging what it sets with its generation.
+ * Called with h.lock held.
+ */
+int
+mkv_recover(struct mkv_pool *p)
+{
+	uint64_t used = mkv_held_word(MKV_PG_USED, p->h.generation);
+	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
+	uint64_t leaked = 0;
+	uint8_t *mark;
+	MDB_txn *txn;
+	int rc, stale = 0;
+
+	mark = calloc(p->nr_pages, 1);
+	if (!mark)
+		return mkv_err(MKV_E_NOMEM, "recover: out of memory");
+	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn))) {
+		free(mark);
+		return mkv_err_mdb(rc, "recover");
+	}
+	if ((rc = fence(p, txn)) || (rc = recover_marks(p, txn, mark))) {
+		mdb_txn_abort(txn);
+		free(mark);
+		return rc;
+	}
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		uint64_t w = mkv_pt_load(p, i), want = MKV_PG_FREE;
+
+		if (mark[i] == MKV_PG_USED) {
+			want = used;
+		} else if (mark[i] == MKV_PG_QUARANTINED) {
+			want = quar;
+		} else if (MKV_PG_STATE(w) == MKV_PG_GRANTED && MKV_PG_SLOT(w) < p->sb->max_clients) {
+			uint64_t owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner,
+					__ATOMIC_SEQ_CST);
+
+			if (MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
+			    !mkv_client_dead(p, MKV_PG_SLOT(w), owner))
+				want = w;
+		}
+		if (want == MKV_PG_FREE && w != MKV_PG_FREE)
+			leaked++;
+		if (w != want)
+			__atomic_store_n(&p->pt[i], want, __ATOMIC_RELEASE);
+	}
+	free(mark);
+	p->super.persist(p->pt, p->nr_pages * sizeof(uint64_t));
+	if ((rc = mdb_txn_commit(txn)))
+		return mkv_err_mdb(rc, "recover");
+	if (leaked)
+		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed %llu pages nothing owned", p->path,
+				(unsigned long long)leaked);
+	if (mdb_reader_check(p->reg.env, &stale) == 0 && stale)
+		mkv_log(MKV_LOG_INFO, "pool %s: cleared %d stale registry readers", p->path, stale);
+	return 0;
+}
+
+/*
+ * The holder thread: renew the heartbeat every quarter period, collect
+ * every pending request, commit them together, post the answers; sleep on
+ * the doorbell when there is nothing to do.  It lives from the first
+ * acquisition until close, idle while the handle does not hold the lease.
+ */
+void *
+mkv_holder_main(void *arg)
+{
+	struct mkv_pool *p = arg;
+	struct mkv_holder *h = &p->h;
+	struct mkv_req *reqs = calloc(MAX_BATCH, sizeof(*reqs));
+	uint64_t quarter = p->lease_period_ns / 4;
+	bool stop = false;
+
+	while (reqs && !stop) {
+		uint32_t bell = __atomic_load_n(&p->state->doorbell, __ATOMIC_ACQUIRE);
+		unsigned n = 0;
+
+		pthread_mutex_lock(&h->lock);
+		stop = h->stopping;
+		if (h->holding && mkv_now_ns() - h->last_renew_ns >= quarter &&
+		    mkv_lease_beat(p) != 0)
+			mkv_lease_drop(p);
+		if (h->holding) {
+			n = mkv_rq_collect(p, reqs, MAX_BATCH);
+			if (n && mkv_commit(p, reqs, n) == MKV_E_FENCED)
+				mkv_lease_drop(p);
+			else if (n)
+				mkv_rq_post(p, reqs, n);
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (n == 0 && !stop)
+			mkv_futex_wait(&p->state->doorbell, bell, quarter);
+	}
+	free(reqs);
+	return NULL;
+}
+
+/*
+ * One request through the write path: committed here if this handle holds
+ * the lease (taking it first if nobody else has it), else handed to the
+ * holder through our request ring.  Returns the request's result.
+ */
+int
+mkv_write(struct mkv_pool *p, struct mkv_req *r)
+{
+	unsigned idx;
+	uint32_t seq;
+	int rc;
+
+	r->slot = p->slot;
+	r->inc = p->incarnation;
+	pthread_mutex_lock(&p->h.lock);
+	if (!p->h.holding)
+		mkv_lease_try_acquire(p);
+	if (p->h.holding) {
+		rc = mkv_commit(p, r, 1);
+		if (rc != MKV_E_FENCED) {
+			pthread_mutex_unlock(&p->h.lock);
+			return r->result;
+		}
+		mkv_lease_drop(p);
+	}
+	pthread_mutex_unlock(&p->h.lock);
+	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq)) || (rc = mkv_rq_wait(p, idx, seq, r)))
+		return rc;
+	return r->result;
 }

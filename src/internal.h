@@ -21,6 +21,7 @@
 #define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
 struct pmem2_map;
+struct mkv_req;
 
 /* error.c */
 void mkv_err_clear(void);
@@ -64,6 +65,45 @@ struct mkv_epochs {
 	unsigned head, n, cap;
 };
 
+/* alloc.c: this client's cache of granted extents */
+struct mkv_grants {
+	pthread_mutex_t lock;
+	struct mkv_extent *ext;
+	unsigned n, cap;
+};
+
+/* lease.c: what this handle knows of the lease */
+struct mkv_holder {
+	pthread_mutex_t lock;     /* serialises commits and lease changes in this process */
+	bool holding;             /* this handle holds the lease */
+	bool stopping;            /* the holder thread is asked to stop */
+	bool thread_running;
+	pthread_t thread;
+	uint64_t generation;      /* ours while holding */
+	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
+	int node_lock_fd;         /* node-local lock file, flock()ed while holding */
+	/* watching another holder's heartbeat, by our own clock */
+	uint64_t seen_generation, seen_beat, seen_since_ns;
+	uint32_t seen_holder;
+};
+
+/* ring.c: this client's request entries */
+struct mkv_answer {
+	uint32_t seq;
+	int result;
+	struct mkv_extent ext;
+};
+struct mkv_rqs {
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	uint32_t busy;            /* bit i: entry i is in use by a caller */
+	uint32_t async;           /* bit i: entry i holds an asynchronous publish */
+	uint32_t seqs[MKV_RQ_DEPTH];  /* sequence number in each busy entry */
+	uint32_t seq;             /* last sequence number used */
+	struct mkv_answer *kept;  /* answers taken off the ring before mkv_wait() */
+	unsigned nkept, capkept;
+};
+
 struct mkv_pool {
 	char *path;
 	unsigned flags;
@@ -71,18 +111,26 @@ struct mkv_pool {
 	struct mkv_mapping super, data;
 	struct mkv_super *sb;
 	struct mkv_state *state;
+	struct mkv_node *nodes;
 	struct mkv_slot *slots;
+	struct mkv_rq *rqs;
 	uint64_t *pt;
 	uint8_t *hints;
 	uint8_t *arena;
 	uint64_t page_size, nr_pages;
 	unsigned page_shift;
-	uint64_t node;
-	uint32_t slot;         /* our client slot */
-	uint32_t incarnation;  /* of our claim on it */
-	uint64_t cookie;       /* tags this handle's views and buffers */
+	uint64_t lease_period_ns;
+	char node_name[MKV_NODE_NAME_MAX + 1];
+	uint64_t node;            /* node id: FNV-1a of the name */
+	uint32_t node_idx;        /* our entry in the node table */
+	uint32_t slot;            /* our client slot */
+	uint32_t incarnation;     /* of our claim on it */
+	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
 	struct mkv_registry reg;
 	struct mkv_epochs epochs;
+	struct mkv_grants grants;
+	struct mkv_holder h;
+	struct mkv_rqs rq;
 };
 
 /*
@@ -103,6 +151,15 @@ static inline void mkv_full_fence(void)
 }
 
 /* pool.c */
+struct mkv_opts {
+	uint64_t data_size;
+	uint32_t page_size;
+	uint32_t max_clients;
+	uint64_t registry_size;
+	uint32_t lease_period_ms;
+	char node[MKV_NODE_NAME_MAX + 1];
+};
+uint64_t mkv_now_ns(void);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len + p->page_size - 1) >> p->page_shift;
@@ -135,7 +192,31 @@ int mkv_check_key(const void *key, size_t klen);
 int mkv_client_attach(struct mkv_pool *p);
 void mkv_client_detach(struct mkv_pool *p);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
-uint64_t mkv_node_id(void);
+
+/* lease.c */
+#define MKV_E_FENCED (MKV_E_BASE - 100)  /* internal: a newer holder exists */
+int mkv_node_attach(struct mkv_pool *p, const char *name);
+int mkv_lease_init(struct mkv_pool *p);
+void mkv_lease_fini(struct mkv_pool *p);
+int mkv_lease_try_acquire(struct mkv_pool *p);
+bool mkv_lease_expired(struct mkv_pool *p);
+void mkv_lease_release(struct mkv_pool *p);
+bool mkv_lease_valid(struct mkv_pool *p);
+int mkv_lease_beat(struct mkv_pool *p);
+void mkv_lease_drop(struct mkv_pool *p);
+
+/* ring.c */
+int mkv_rq_init(struct mkv_pool *p);
+void mkv_rq_fini(struct mkv_pool *p);
+int mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
+		uint32_t *seq);
+int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r);
+void mkv_rq_ring(struct mkv_pool *p);
+unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
+void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
+uint64_t mkv_rq_pending(const struct mkv_pool *p);
+int mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
+void mkv_futex_wake(uint32_t *addr);
 
 /* epoch.c */
 int mkv_epoch_init(struct mkv_epochs *ep);
@@ -147,30 +228,48 @@ uint64_t mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto);
 /* alloc.c */
 uint64_t mkv_pt_load(const struct mkv_pool *p, uint64_t page);
 bool mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
+uint64_t mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from,
+		uint64_t to);
 void mkv_pages_set(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
-int mkv_pages_grant(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out);
-uint64_t mkv_pages_reclaim(struct mkv_pool *p, uint32_t slot);
-static inline uint64_t mkv_grant_word(const struct mkv_pool *p)
+int mkv_pages_grant(struct mkv_pool *p, uint64_t npages, uint64_t word, struct mkv_extent *out);
+uint64_t mkv_pages_reclaim(struct mkv_pool *p, uint64_t word);
+int mkv_grants_init(struct mkv_grants *g);
+void mkv_grants_fini(struct mkv_grants *g);
+bool mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out);
+bool mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out);
+uint64_t mkv_grants_cached(struct mkv_pool *p);
+void mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext);
+static inline uint64_t mkv_grant_word(uint32_t slot, uint32_t inc)
 {
-	return MKV_PG_WORD(MKV_PG_GRANTED, p->slot, p->incarnation);
+	return MKV_PG_WORD(MKV_PG_GRANTED, slot, inc);
+}
+static inline uint64_t mkv_held_word(unsigned state, uint64_t generation)
+{
+	return MKV_PG_WORD(state, 0, (uint32_t)generation);
 }
 
-/* commit.c: the write path, behind one interface the lease holder takes over */
+/* commit.c: the write path, which only the lease holder runs */
 enum mkv_op {
-	MKV_OP_PUBLISH,   /* key -> ext, length; on EXISTS the pages are freed */
-	MKV_OP_DEL,       /* key; its pages go to quarantine */
-	MKV_OP_GRANT,     /* ext.npages in; the granted extent out */
-	MKV_OP_UNGRANT,   /* ext back to the free set */
-	MKV_OP_DETACH,    /* every page still granted to the caller back */
+	MKV_OP_PUBLISH = MKV_RQ_PUBLISH,  /* key -> ext, length */
+	MKV_OP_DEL = MKV_RQ_DEL,          /* key; its pages go to quarantine */
+	MKV_OP_GRANT = MKV_RQ_GRANT,      /* ext.npages in; the granted extent out */
+	MKV_OP_UNGRANT = MKV_RQ_UNGRANT,  /* ext back to the free set */
+	MKV_OP_DETACH = MKV_RQ_DETACH,    /* every page granted to the client back */
 };
 struct mkv_req {
 	enum mkv_op op;
+	uint32_t slot, inc;     /* the requesting client */
 	const void *key;
 	size_t klen;
 	struct mkv_extent ext;  /* PUBLISH, UNGRANT: the pages; GRANT: npages in, extent out */
 	uint64_t length;        /* PUBLISH */
 	int result;
+	unsigned rq;            /* ring entry it came from (holder side) */
+	uint32_t seq;
 };
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
+int mkv_recover(struct mkv_pool *p);
+int mkv_write(struct mkv_pool *p, struct mkv_req *r);
+void *mkv_holder_main(void *arg);
 
 #endif

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -30,18 +31,74 @@ check_writable(const struct mkv_pool *p, const char *fn)
 
 /* One request through the write path; its own result. */
 static int
-commit_one(struct mkv_pool *p, struct mkv_req *r)
+write_one(struct mkv_pool *p, struct mkv_req *r)
 {
-	mkv_commit(p, r, 1);
-	if (r->result == 0)
+	int rc = mkv_write(p, r);
+
+	if (rc == 0)
 		mkv_err_clear();
-	return r->result;
+	return rc;
+}
+
+/*
+ * How many pages a client keeps granted beyond its buffers: the clients
+ * together cannot hoard more than a quarter of the pool.
+ */
+static uint64_t
+grant_cap(const struct mkv_pool *p)
+{
+	return p->nr_pages / (4 * (uint64_t)p->sb->max_clients);
+}
+
+/* Pages of a buffer not published: keep them for the next one, or give them back. */
+static void
+grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	struct mkv_req back = { .op = MKV_OP_UNGRANT, .ext = *ext };
+
+	if (mkv_grants_cached(p) + ext->npages <= grant_cap(p))
+		mkv_grants_put(p, ext);
+	else
+		mkv_write(p, &back);
+}
+
+/*
+ * Pages for one allocation: from this handle's grants, else a new grant
+ * from the holder, a few allocations' worth at a time.
+ */
+static int
+grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
+{
+	uint64_t cap = grant_cap(p);
+	uint64_t batch = npages * 4 < cap ? npages * 4 : cap;
+	struct mkv_req r = { .op = MKV_OP_GRANT };
+	int rc;
+
+	if (mkv_grants_take(p, npages, out))
+		return 0;
+	r.ext.npages = batch > npages ? batch : npages;
+	rc = write_one(p, &r);
+	if (rc == MKV_E_NOSPC) {
+		/* Short of pages: hand back what we cache, then ask for just these. */
+		struct mkv_req back = { .op = MKV_OP_UNGRANT };
+
+		while (mkv_grants_take_any(p, &back.ext))
+			write_one(p, &back);
+		r = (struct mkv_req){ .op = MKV_OP_GRANT, .ext.npages = npages };
+		rc = write_one(p, &r);
+	}
+	if (rc)
+		return rc;
+	mkv_grants_put(p, &r.ext);
+	if (!mkv_grants_take(p, npages, out))
+		return mkv_err(MKV_E_INTERNAL, "mkv_alloc: a fresh grant did not fit");
+	return 0;
 }
 
 MKV_EXPORT int
 mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
 {
-	struct mkv_req r = { .op = MKV_OP_GRANT };
+	struct mkv_extent ext;
 	int rc;
 
 	mkv_err_clear();
@@ -54,13 +111,13 @@ mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
 		return mkv_err(MKV_E_INVAL, "mkv_alloc: length 0");
 	if (len > pool->nr_pages * pool->page_size)
 		return mkv_err(MKV_E_NOSPC, "mkv_alloc: %zu bytes is more than the pool holds", len);
-	r.ext.npages = mkv_pages_for(pool, len);
-	if ((rc = commit_one(pool, &r)))
+	if ((rc = grant_take(pool, mkv_pages_for(pool, len), &ext)))
 		return rc;
-	buf->data = mkv_page_addr(pool, r.ext.page);
+	buf->data = mkv_page_addr(pool, ext.page);
 	buf->len = len;
-	buf->priv_[0] = r.ext.page;
+	buf->priv_[0] = ext.page;
 	buf->priv_[1] = pool->cookie;
+	mkv_err_clear();
 	return 0;
 }
 
@@ -80,39 +137,126 @@ buf_extent(const struct mkv_pool *p, const struct mkv_buf *buf, struct mkv_exten
 	return 0;
 }
 
+/* Checks and persistence shared by the publish calls. */
+static int
+publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf *buf,
+		struct mkv_req *r, const char *fn)
+{
+	int rc;
+
+	if ((rc = check_writable(p, fn)) || (rc = mkv_check_key(key, klen)) ||
+	    (rc = buf_extent(p, buf, &r->ext, fn)))
+		return rc;
+	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = r->ext,
+			.length = buf->len };
+	/* The bytes are durable and visible before the key can be found. */
+	p->data.persist(buf->data, buf->len);
+	return 0;
+}
+
+/* After a publish: a refused buffer's pages stay ours for the next one. */
+static void
+publish_done(struct mkv_pool *p, const struct mkv_req *r)
+{
+	if (r->result == MKV_E_EXISTS)
+		grant_keep(p, &r->ext);
+}
+
 MKV_EXPORT int
 mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf)
 {
-	struct mkv_req r = { .op = MKV_OP_PUBLISH, .key = key, .klen = klen };
+	struct mkv_req r;
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = check_writable(pool, "mkv_publish")) || (rc = mkv_check_key(key, klen)) ||
-	    (rc = buf_extent(pool, buf, &r.ext, "mkv_publish")))
+	if ((rc = publish_prepare(pool, key, klen, buf, &r, "mkv_publish")))
 		return rc;
-	r.length = buf->len;
-	/* The bytes are durable and visible before the key can be found. */
-	pool->data.persist(buf->data, buf->len);
-	rc = commit_one(pool, &r);
+	rc = write_one(pool, &r);
+	publish_done(pool, &r);
 	if (rc == 0 || rc == MKV_E_EXISTS)
 		memset(buf, 0, sizeof(*buf));
 	return rc;
 }
 
+/*
+ * A ticket is either an answer already known (this handle holds the
+ * lease, so the publish committed at once) or a pending request entry.
+ */
+#define TICKET_DONE (1ULL << 63)
+
+MKV_EXPORT int
+mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf,
+		struct mkv_ticket *ticket)
+{
+	struct mkv_req r;
+	unsigned idx;
+	uint32_t seq;
+	int rc;
+
+	mkv_err_clear();
+	if (!ticket)
+		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
+	if ((rc = publish_prepare(pool, key, klen, buf, &r, "mkv_publish_async")))
+		return rc;
+	r.slot = pool->slot;
+	r.inc = pool->incarnation;
+	pthread_mutex_lock(&pool->h.lock);
+	if (pool->h.holding && mkv_commit(pool, &r, 1) != MKV_E_FENCED) {
+		pthread_mutex_unlock(&pool->h.lock);
+		publish_done(pool, &r);
+		ticket->priv_[0] = TICKET_DONE | (uint32_t)r.result;
+	} else {
+		pthread_mutex_unlock(&pool->h.lock);
+		if ((rc = mkv_rq_submit(pool, &r, true, &idx, &seq)))
+			return rc;
+		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
+	}
+	ticket->priv_[1] = pool->cookie;
+	memset(buf, 0, sizeof(*buf));
+	mkv_err_clear();
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
+{
+	struct mkv_req r = { .op = MKV_OP_PUBLISH };
+	uint64_t t;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = check_pool(pool, "mkv_wait")))
+		return rc;
+	if (!ticket || ticket->priv_[1] != pool->cookie ||
+	    (!(ticket->priv_[0] & TICKET_DONE) && (ticket->priv_[0] & 0xffffffffU) >= MKV_RQ_DEPTH))
+		return mkv_err(MKV_E_INVAL, "mkv_wait: not a pending ticket of this handle");
+	t = ticket->priv_[0];
+	memset(ticket, 0, sizeof(*ticket));
+	if (t & TICKET_DONE)
+		r.result = (int32_t)(uint32_t)t;
+	else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r)))
+		return rc;
+	else
+		publish_done(pool, &r);
+	if (r.result)
+		return mkv_err(r.result, "mkv_wait: %s", mkv_strerror(r.result));
+	return 0;
+}
+
 MKV_EXPORT int
 mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf)
 {
-	struct mkv_req r = { .op = MKV_OP_UNGRANT };
+	struct mkv_extent ext;
 	int rc;
 
 	mkv_err_clear();
 	if ((rc = check_writable(pool, "mkv_abort")) ||
-	    (rc = buf_extent(pool, buf, &r.ext, "mkv_abort")))
+	    (rc = buf_extent(pool, buf, &ext, "mkv_abort")))
 		return rc;
-	rc = commit_one(pool, &r);
-	if (rc == 0)
-		memset(buf, 0, sizeof(*buf));
-	return rc;
+	grant_keep(pool, &ext);
+	memset(buf, 0, sizeof(*buf));
+	mkv_err_clear();
+	return 0;
 }
 
 MKV_EXPORT int
@@ -150,7 +294,7 @@ mkv_del(struct mkv_pool *pool, const void *key, size_t klen)
 	mkv_err_clear();
 	if ((rc = check_writable(pool, "mkv_del")) || (rc = mkv_check_key(key, klen)))
 		return rc;
-	return commit_one(pool, &r);
+	return write_one(pool, &r);
 }
 
 static void
@@ -324,6 +468,28 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 	return 0;
 }
 
+static void
+lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
+{
+	const struct mkv_lease *l = &p->state->lease;
+	uint32_t node = __atomic_load_n(&l->holder_node, __ATOMIC_SEQ_CST);
+	struct timespec now;
+
+	st->lease_generation = __atomic_load_n(&l->generation, __ATOMIC_SEQ_CST);
+	st->lease_period_ms = p->sb->lease_period_ms;
+	st->lease_heartbeat_age_ms = -1;
+	st->requests_pending = mkv_rq_pending(p);
+	if (node == 0 || node > MKV_MAX_NODES)
+		return;
+	st->lease_holder_pid = __atomic_load_n(&l->holder_pid, __ATOMIC_SEQ_CST);
+	st->lease_holder_slot = __atomic_load_n(&l->holder_slot, __ATOMIC_SEQ_CST);
+	st->lease_holder_node_idx = node - 1;
+	memcpy(st->lease_holder_node, p->nodes[node - 1].name, MKV_NODE_NAME_MAX);
+	clock_gettime(CLOCK_REALTIME, &now);
+	st->lease_heartbeat_age_ms = ((int64_t)now.tv_sec * 1000000000LL + now.tv_nsec -
+			(int64_t)__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST)) / 1000000;
+}
+
 MKV_EXPORT int
 mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 {
@@ -376,5 +542,6 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 		if (MKV_SLOT_PID(__atomic_load_n(&pool->slots[i].owner, __ATOMIC_RELAXED)))
 			st->clients++;
 	memcpy(st->uuid, pool->sb->uuid, sizeof(st->uuid));
+	lease_stat(pool, st);
 	return 0;
 }

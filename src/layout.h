@@ -9,9 +9,13 @@
  *
  * super:
  *   [0, 4096)              struct mkv_super: written once at creation
- *   [4096, 8192)           struct mkv_state: written by the writer only
- *   slots_off              max_clients x struct mkv_slot, each by its owner
- *   pt_off                 nr_pages x uint64_t page states, by the writer
+ *   [4096, 8192)           struct mkv_state: allocator state (holder), the
+ *                          lease record (holder, or a contender inside the
+ *                          bakery's critical section), the doorbell (clients)
+ *   nodes_off              MKV_MAX_NODES x struct mkv_node, each by its node
+ *   slots_off              max_clients x struct mkv_slot
+ *   rq_off                 max_clients x MKV_RQ_DEPTH x struct mkv_rq
+ *   pt_off                 nr_pages x uint64_t page states, by the holder
  *   hint_off               nr_pages x uint8_t access hints, by readers
  */
 #ifndef MKV_LAYOUT_H
@@ -23,7 +27,9 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 1U
+#define MKV_FORMAT_VERSION 2U
+#define MKV_MAX_NODES 32U
+#define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 1U
 #define MKV_SUPER_ALIGN 4096U
 
@@ -38,23 +44,63 @@ struct mkv_super {
 	uint64_t registry_size;
 	uint64_t super_size;   /* bytes of the super file */
 	uint64_t state_off;
+	uint64_t nodes_off;
 	uint64_t slots_off;
+	uint64_t rq_off;
 	uint64_t pt_off;
 	uint64_t hint_off;
 	uint32_t max_clients;
 	uint32_t slot_size;
+	uint32_t max_nodes;
+	uint32_t rq_depth;
+	uint32_t lease_period_ms;
+	uint32_t reserved0;
 	uint64_t ctime;        /* creation, seconds since the epoch */
 	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
 };
-static_assert(sizeof(struct mkv_super) == 128, "mkv_super is fixed-width");
-static_assert(offsetof(struct mkv_super, csum) == 120, "csum is last");
+static_assert(sizeof(struct mkv_super) == 160, "mkv_super is fixed-width");
+static_assert(offsetof(struct mkv_super, csum) == 152, "csum is last");
 
-/* Writer-owned, mutable; on its own page. */
-struct mkv_state {
-	uint64_t rotor;        /* next-fit start for page allocation */
-	uint64_t reserved[7];
+/*
+ * The lease record.  Changed only inside the bakery's critical section
+ * (acquire, release), except the heartbeat, which the holder advances.
+ */
+struct mkv_lease {
+	uint64_t generation;   /* fencing token: +1 on every acquisition */
+	uint64_t heartbeat;    /* counter the holder advances every period/4 */
+	uint64_t beat_wall_ns; /* holder's CLOCK_REALTIME at that beat (display) */
+	uint32_t holder_node;  /* node index + 1; 0: nobody holds the lease */
+	uint32_t holder_slot;
+	uint32_t holder_pid;
+	uint32_t reserved0;
+	uint64_t reserved[3];
 };
-static_assert(sizeof(struct mkv_state) == MKV_CACHELINE, "one cacheline");
+static_assert(sizeof(struct mkv_lease) == MKV_CACHELINE, "one cacheline");
+
+/* Mutable shared state, one cacheline per writer. */
+struct mkv_state {
+	uint64_t rotor;        /* next-fit start for page allocation (holder) */
+	uint64_t reserved0[7];
+	struct mkv_lease lease;
+	uint32_t doorbell;     /* clients bump it and wake the holder (futex) */
+	uint32_t reserved1[15];
+};
+static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines");
+
+/*
+ * A node's entry: written only by the node's representative (the process
+ * holding the node-local lock), read by every node.  choosing and number
+ * are the node's variables in Lamport's bakery; beat shows it is alive.
+ */
+struct mkv_node {
+	char name[32];         /* NUL-terminated; "" for a free entry */
+	uint64_t id;           /* FNV-1a 64 of the name; 0 for a free entry */
+	uint64_t choosing;
+	uint64_t number;
+	uint64_t beat;
+	uint64_t reserved[8];
+};
+static_assert(sizeof(struct mkv_node) == 2 * MKV_CACHELINE, "two cachelines");
 
 /*
  * A client slot.  owner packs the claim: (incarnation << 32) | pid, pid 0
@@ -68,17 +114,56 @@ struct mkv_slot {
 	uint64_t node;         /* owner's node id */
 	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
 	uint64_t flags;        /* MKV_RDONLY of the owner's open */
-	uint64_t reserved[10];
+	uint64_t reserved0[2];
+	/* second cacheline: written by the lease holder */
+	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
+	uint32_t reserved1[15];
 };
 static_assert(sizeof(struct mkv_slot) == 2 * MKV_CACHELINE, "two cachelines");
+static_assert(offsetof(struct mkv_slot, completed) == MKV_CACHELINE, "holder's line");
+
+/*
+ * A request from a client to the lease holder.  The client fills the
+ * first part and publishes it by storing seq last; the holder answers in
+ * the last cacheline: done = (seq << 32) | (uint32_t)result, stored after
+ * out_page.  A request is pending while done's upper half differs from seq.
+ */
+enum mkv_rq_op {
+	MKV_RQ_PUBLISH = 1,
+	MKV_RQ_DEL = 2,
+	MKV_RQ_GRANT = 3,
+	MKV_RQ_UNGRANT = 4,
+	MKV_RQ_DETACH = 5,
+};
+struct mkv_rq {
+	uint32_t seq;
+	uint32_t op;
+	uint32_t inc;          /* incarnation of the submitting client's slot */
+	uint32_t klen;
+	uint64_t page;
+	uint64_t npages;
+	uint64_t length;
+	uint64_t reserved0[3];
+	uint8_t key[512];
+	/* last cacheline: written by the holder */
+	uint64_t done;
+	uint64_t out_page;
+	uint64_t reserved1[6];
+};
+static_assert(sizeof(struct mkv_rq) == 640, "mkv_rq is fixed-width");
+static_assert(offsetof(struct mkv_rq, done) == 576, "holder's line");
 
 #define MKV_SLOT_PID(o) ((uint32_t)((o) & 0xffffffffU))
 #define MKV_SLOT_INC(o) ((uint32_t)((o) >> 32))
 #define MKV_SLOT_OWNER(inc, pid) (((uint64_t)(inc) << 32) | (uint32_t)(pid))
 
 /*
- * Page state word: state in bits 0-7, for GRANTED the owner slot in bits
- * 8-31 and the owner's incarnation in bits 32-63.
+ * Page state word: state in bits 0-7; for GRANTED the owner slot in bits
+ * 8-31 and the owner's incarnation in bits 32-63; for USED and QUARANTINED
+ * the low 32 bits of the generation of the holder that set it in bits
+ * 32-63.  Holders change words by compare-and-swap from the exact word they
+ * expect, so a holder that lost the lease cannot undo what its successor
+ * did.
  */
 enum mkv_page_state {
 	MKV_PG_FREE = 0,

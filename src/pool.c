@@ -24,16 +24,18 @@
 
 #include "internal.h"
 
-struct mkv_opts {
-	uint64_t data_size;
-	uint32_t page_size;
-	uint32_t max_clients;
-	uint64_t registry_size;
-};
-
 #define MKV_DATA_SIZE_MAX (1ULL << 46)
 #define MKV_REGISTRY_MIN (1ULL << 20)
 #define MKV_REGISTRY_MAX (1ULL << 40)
+
+uint64_t
+mkv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t
 align_up(uint64_t v, uint64_t a)
@@ -66,6 +68,7 @@ mkv_opts_new(struct mkv_opts **out)
 	(*out)->data_size = MKV_DEFAULT_DATA_SIZE;
 	(*out)->page_size = MKV_DEFAULT_PAGE_SIZE;
 	(*out)->max_clients = MKV_DEFAULT_MAX_CLIENTS;
+	(*out)->lease_period_ms = MKV_DEFAULT_LEASE_PERIOD_MS;
 	return 0;
 }
 
@@ -130,6 +133,35 @@ mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
 	return 0;
 }
 
+MKV_EXPORT int
+mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_lease_period: opts is NULL");
+	if (ms < 50 || ms > 60000)
+		return mkv_err(MKV_E_INVAL, "lease period %u ms out of range (50 to 60000)", ms);
+	opts->lease_period_ms = ms;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_node(struct mkv_opts *opts, const char *name)
+{
+	size_t n;
+
+	mkv_err_clear();
+	if (!opts || !name)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_node: NULL argument");
+	n = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+	if (n == 0 || n > MKV_NODE_NAME_MAX || name[n] != '\0')
+		return mkv_err(MKV_E_INVAL,
+				"node name \"%.40s\" is not 1 to %d characters of [A-Za-z0-9._-]",
+				name, MKV_NODE_NAME_MAX);
+	memcpy(opts->node, name, n + 1);
+	return 0;
+}
+
 /* Offsets of everything in `super`, from the creation parameters. */
 static void
 layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
@@ -142,9 +174,16 @@ layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
 	sb->data_size = page_size * nr_pages;
 	sb->max_clients = max_clients;
 	sb->slot_size = sizeof(struct mkv_slot);
+	sb->max_nodes = MKV_MAX_NODES;
+	sb->rq_depth = MKV_RQ_DEPTH;
 	sb->state_off = MKV_SUPER_ALIGN;
+	sb->nodes_off = off;
+	off = align_up(off + MKV_MAX_NODES * sizeof(struct mkv_node), MKV_SUPER_ALIGN);
 	sb->slots_off = off;
 	off = align_up(off + (uint64_t)max_clients * sizeof(struct mkv_slot), MKV_SUPER_ALIGN);
+	sb->rq_off = off;
+	off = align_up(off + (uint64_t)max_clients * MKV_RQ_DEPTH * sizeof(struct mkv_rq),
+			MKV_SUPER_ALIGN);
 	sb->pt_off = off;
 	off = align_up(off + nr_pages * sizeof(uint64_t), MKV_SUPER_ALIGN);
 	sb->hint_off = off;
@@ -236,6 +275,7 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	sb.uuid[6] = (uint8_t)((sb.uuid[6] & 0x0f) | 0x40);
 	sb.uuid[8] = (uint8_t)((sb.uuid[8] & 0x3f) | 0x80);
 	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients);
+	sb.lease_period_ms = opts->lease_period_ms;
 	regsize = opts->registry_size;
 	if (!regsize)
 		regsize = align_up((8ULL << 20) + nr_pages * 1024, 1ULL << 20);
@@ -319,7 +359,10 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
 	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
 	    want.hint_off != sb->hint_off || want.state_off != sb->state_off ||
-	    want.slot_size != sb->slot_size)
+	    want.nodes_off != sb->nodes_off || want.rq_off != sb->rq_off ||
+	    want.max_nodes != sb->max_nodes || want.rq_depth != sb->rq_depth ||
+	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
+	    sb->lease_period_ms > 60000)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
 	if ((uint64_t)st.st_size < sb->super_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is %lld bytes, expected %llu",
@@ -365,13 +408,16 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 		return rc;
 	p->sb = p->super.addr;
 	p->state = (struct mkv_state *)((char *)p->super.addr + hdr->state_off);
+	p->nodes = (struct mkv_node *)((char *)p->super.addr + hdr->nodes_off);
 	p->slots = (struct mkv_slot *)((char *)p->super.addr + hdr->slots_off);
+	p->rqs = (struct mkv_rq *)((char *)p->super.addr + hdr->rq_off);
 	p->pt = (uint64_t *)((char *)p->super.addr + hdr->pt_off);
 	p->hints = (uint8_t *)p->super.addr + hdr->hint_off;
 	p->arena = p->data.addr;
 	p->page_size = hdr->page_size;
 	p->nr_pages = hdr->nr_pages;
 	p->page_shift = (unsigned)__builtin_ctzll(hdr->page_size);
+	p->lease_period_ns = (uint64_t)hdr->lease_period_ms * 1000000ULL;
 	return 0;
 }
 
@@ -443,7 +489,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		path = MKV_DEFAULT_POOL;
 	if (!opts) {
 		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
-				MKV_DEFAULT_MAX_CLIENTS, 0 };
+				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS, "" };
 		opts = &defaults;
 	}
 
@@ -456,18 +502,28 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	p->dirfd = p->super_fd = p->data_fd = -1;
 	p->slot = UINT32_MAX;
 	p->cookie = ((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL) | 1;
-	if ((rc = mkv_epoch_init(&p->epochs)))
+	p->h.node_lock_fd = -1;
+	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
+	    (rc = mkv_rq_init(p)))
 		goto fail;
 
 	if ((rc = pool_dir_open(p)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
-	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)))
+	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
+	    (rc = mkv_node_attach(p, opts->node)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
-	rc = mkv_client_attach(p);
-	if (rc)
+	if ((rc = mkv_client_attach(p)) || (rc = mkv_lease_init(p)))
 		goto fail;
+	/* A writer takes the lease at once if nobody holds it. */
+	if (!(flags & MKV_RDONLY)) {
+		pthread_mutex_lock(&p->h.lock);
+		rc = mkv_lease_try_acquire(p);
+		pthread_mutex_unlock(&p->h.lock);
+		if (rc && rc != -EAGAIN)
+			goto fail;
+	}
 	*out = p;
 	mkv_err_clear();
 	return 0;
@@ -485,8 +541,17 @@ mkv_pool_close(struct mkv_pool **pool)
 		return;
 	p = *pool;
 	*pool = NULL;
-	if (p->slot != UINT32_MAX)
+	if (p->slot != UINT32_MAX) {
+		/* Unused grants go back, then the lease, then the slot. */
+		if (!(p->flags & MKV_RDONLY)) {
+			struct mkv_req r = { .op = MKV_OP_DETACH };
+
+			mkv_write(p, &r);
+		}
+		mkv_lease_release(p);
+		mkv_lease_fini(p);
 		mkv_client_detach(p);
+	}
 	mkv_reg_close(p);
 	mkv_unmap(&p->data);
 	mkv_unmap(&p->super);
@@ -497,6 +562,8 @@ mkv_pool_close(struct mkv_pool **pool)
 	if (p->dirfd >= 0)
 		close(p->dirfd);
 	mkv_epoch_fini(&p->epochs);
+	mkv_grants_fini(&p->grants);
+	mkv_rq_fini(p);
 	free(p->path);
 	free(p);
 }

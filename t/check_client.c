@@ -305,6 +305,9 @@ START_TEST(test_close_returns_grants_and_pins)
 	/* closing with a buffer and a view outstanding gives both back */
 	mkv_pool_close(&a);
 	TU_OK(tu_put(b, "w2", 2, 1));
+	/* and so does b's close: a fresh handle sees no grant at all */
+	mkv_pool_close(&b);
+	TU_OK(tu_pool_open(tu_dir, 0, &b));
 	tu_stat(b, &st);
 	ck_assert_uint_eq(st.pages_granted, 0);
 	ck_assert_uint_eq(st.pages_quarantined, 0);

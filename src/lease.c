@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lease.c -- the single-writer lease: node identity, the node-local lock,
+ * Lamport's bakery between nodes, acquisition, heartbeat, expiry, release.
+ *
+ * Two tiers.  Processes of one node serialise on flock() of a per-node
+ * file, POOL/node-NAME.lock, for as long as they run the bakery (not for
+ * as long as they hold the lease: a stopped holder must not keep its own
+ * node from taking over); the one holding it represents the node.
+ * Representatives of different nodes run Lamport's bakery over their
+ * entries in the node table, using only loads, stores and flushes of
+ * single-writer words: no atomic instruction has to work between hosts.
+ * The bakery's critical section only changes the lease record: a
+ * contender enters it after seeing the lease free, or its heartbeat
+ * unchanged for a whole lease period by its own clock, re-checks inside
+ * that nothing moved, and writes itself in with generation + 1.
+ *
+ * A node that stops inside the bakery would block the others forever, so
+ * a waiter skips a node whose beat stood still for a lease period.  The
+ * holder stops writing when it could not renew within half a period
+ * (self-fencing), and every registry commit checks the holder's
+ * generation against the one stored in the registry (commit.c), which is
+ * what protects the registry from a holder that was paused past expiry.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
+
+static void
+persist(struct mkv_pool *p, const void *addr, size_t len)
+{
+	p->super.persist(addr, len);
+}
+
+static void
+nap(void)
+{
+	struct timespec ts = { 0, 200 * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool
+name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > MKV_NODE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Find this node's entry in the node table, or claim a free one.  Claims
+ * are serialised on one host by the directory lock mkv_pool_open() holds;
+ * between hosts a claim is written, flushed and read back after a pause,
+ * and given up if another node wrote over it.
+ */
+int
+mkv_node_attach(struct mkv_pool *p, const char *name)
+{
+	char host[256] = "";
+
+	if (!name || !*name)
+		name = getenv("MARUKV_NODE");
+	if (!name || !*name) {
+		gethostname(host, sizeof(host) - 1);
+		host[MKV_NODE_NAME_MAX] = '\0';
+		name = host;
+	}
+	if (!name_ok(name))
+		return mkv_err(MKV_E_INVAL,
+				"node name \"%.40s\" is not 1 to %d characters of [A-Za-z0-9._-]",
+				name, MKV_NODE_NAME_MAX);
+	snprintf(p->node_name, sizeof(p->node_name), "%s", name);
+	p->node = mkv_fnv1a(name, strlen(name)) | 1;
+	p->node_idx = UINT32_MAX;
+	for (uint32_t i = 0; i < MKV_MAX_NODES; i++) {
+		struct mkv_node *n = &p->nodes[i];
+
+		if (LOAD(n->id) == p->node && strncmp(n->name, name, sizeof(n->name)) == 0) {
+			p->node_idx = i;
+			return 0;
+		}
+	}
+	if (p->flags & MKV_RDONLY)
+		return 0;
+	for (uint32_t i = 0; i < MKV_MAX_NODES; i++) {
+		struct mkv_node *n = &p->nodes[i];
+
+		if (LOAD(n->id) != 0)
+			continue;
+		memset(n->name, 0, sizeof(n->name));
+		memcpy(n->name, name, strlen(name));
+		STORE(n->id, p->node);
+		persist(p, n, sizeof(*n));
+		usleep(1000);
+		if (LOAD(n->id) == p->node && strncmp(n->name, name, sizeof(n->name)) == 0) {
+			p->node_idx = i;
+			return 0;
+		}
+	}
+	return mkv_err(MKV_E_USERS, "pool %s: the node table (%u nodes) is full", p->path,
+			MKV_MAX_NODES);
+}
+
+int
+mkv_lease_init(struct mkv_pool *p)
+{
+	char file[64];
+
+	p->h.node_lock_fd = -1;
+	if (pthread_mutex_init(&p->h.lock, NULL))
+		return mkv_err(MKV_E_NOMEM, "lease: mutex");
+	if (p->flags & MKV_RDONLY)
+		return 0;
+	snprintf(file, sizeof(file), "node-%s.lock", p->node_name);
+	p->h.node_lock_fd = openat(p->dirfd, file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (p->h.node_lock_fd < 0)
+		return mkv_err(-errno, "pool %s: cannot open %s: %m", p->path, file);
+	return 0;
+}
+
+void
+mkv_lease_fini(struct mkv_pool *p)
+{
+	if (p->h.node_lock_fd >= 0)
+		close(p->h.node_lock_fd);
+	p->h.node_lock_fd = -1;
+	pthread_mutex_destroy(&p->h.lock);
+}
+
+/* A node is dead to us once its beat stood still for a period by our clock. */
+struct watch {
+	uint64_t beat, since;
+};
+
+static bool
+node_dead(struct mkv_pool *p, struct watch *w, const struct mkv_node *n)
+{
+	uint64_t beat = LOAD(n->beat), now = mkv_now_ns();
+
+	if (beat != w->beat) {
+		w->beat = beat;
+		w->since = now;
+		return false;
+	}
+	return now - w->since >= p->lease_period_ns;
+}
+
+static void
+beat_node(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+
+	STORE(me->beat, LOAD(me->beat) + 1);
+	persist(p, &me->beat, sizeof(me->beat));
+}
+
+static void
+bakery_enter(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+	uint64_t max = 0, mine;
+
+	STORE(me->choosing, 1);
+	persist(p, &me->choosing, sizeof(me->choosing));
+	for (uint32_t j = 0; j < MKV_MAX_NODES; j++) {
+		uint64_t nj = LOAD(p->nodes[j].number);
+
+		if (nj > max)
+			max = nj;
+	}
+	mine = max + 1;
+	STORE(me->number, mine);
+	persist(p, &me->number, sizeof(me->number));
+	STORE(me->choosing, 0);
+	persist(p, &me->choosing, sizeof(me->choosing));
+
+	for (uint32_t j = 0; j < MKV_MAX_NODES; j++) {
+		struct mkv_node *n = &p->nodes[j];
+		struct watch w = { LOAD(n->beat), mkv_now_ns() };
+
+		if (j == p->node_idx || LOAD(n->id) == 0)
+			continue;
+		for (;;) {
+			uint64_t nj;
+
+			if (!LOAD(n->choosing)) {
+				nj = LOAD(n->number);
+				if (nj == 0 || nj > mine || (nj == mine && j > p->node_idx))
+					break;
+			}
+			if (node_dead(p, &w, n))
+				break;
+			beat_node(p);
+			nap();
+		}
+	}
+}
+
+static void
+bakery_exit(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+
+	STORE(me->number, 0);
+	persist(p, &me->number, sizeof(me->number));
+}
+
+struct lease_view {
+	uint64_t generation, heartbeat;
+	uint32_t node, slot, pid;
+};
+
+static void
+lease_read(const struct mkv_pool *p, struct lease_view *v)
+{
+	const struct mkv_lease *l = &p->state->lease;
+
+	v->generation = LOAD(l->generation);
+	v->heartbeat = LOAD(l->heartbeat);
+	v->node = LOAD(l->holder_node);
+	v->slot = LOAD(l->holder_slot);
+	v->pid = LOAD(l->holder_pid);
+}
+
+/* On our own node a holder's death is seen at once: its pid and slot. */
+static bool
+holder_dead_here(const struct mkv_pool *p, const struct lease_view *v)
+{
+	uint64_t owner;
+
+	if (v->node != p->node_idx + 1 || v->slot >= p->sb->max_clients)
+		return false;
+	owner = LOAD(p->slots[v->slot].owner);
+	return MKV_SLOT_PID(owner) != v->pid || mkv_client_dead(p, v->slot, owner);
+}
+
+/*
+ * Whether the lease may be taken: free, held by a dead process of this
+ * node, or its heartbeat unchanged for a whole period by our own clock.
+ * Called with h.lock held; updates the watch.
+ */
+bool
+mkv_lease_expired(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+	struct lease_view v;
+	uint64_t now = mkv_now_ns();
+
+	lease_read(p, &v);
+	if (v.node == 0 || holder_dead_here(p, &v))
+		return true;
+	if (v.generation != h->seen_generation || v.heartbeat != h->seen_beat ||
+	    v.node != h->seen_holder || h->seen_since_ns == 0) {
+		h->seen_generation = v.generation;
+		h->seen_beat = v.heartbeat;
+		h->seen_holder = v.node;
+		h->seen_since_ns = now;
+		return false;
+	}
+	return now - h->seen_since_ns >= p->lease_period_ns;
+}
+
+/* Holding, renewed recently enough, and nobody took over. */
+bool
+mkv_lease_valid(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	return h->holding && mkv_now_ns() - h->last_renew_ns < p->lease_period_ns / 2 &&
+		LOAD(p->state->lease.generation) == h->generation;
+}
+
+/* Stop holding, without touching the lease record (it is not ours to clear). */
+void
+mkv_lease_drop(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	if (!h->holding)
+		return;
+	h->holding = false;
+	mkv_log(MKV_LOG_INFO, "pool %s: lease dropped: node %s generation %llu", p->path,
+			p->node_name, (unsigned long long)h->generation);
+}
+
+/* Advance the heartbeat; MKV_E_FENCED if we may no longer write. */
+int
+mkv_lease_beat(struct mkv_pool *p)
+{
+	struct mkv_lease *l = &p->state->lease;
+	struct timespec wall;
+
+	if (!mkv_lease_valid(p))
+		return MKV_E_FENCED;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	STORE(l->heartbeat, LOAD(l->heartbeat) + 1);
+	STORE(l->beat_wall_ns, (uint64_t)wall.tv_sec * 1000000000ULL + (uint64_t)wall.tv_nsec);
+	persist(p, l, sizeof(*l));
+	beat_node(p);
+	p->h.last_renew_ns = mkv_now_ns();
+	return 0;
+}
+
+/*
+ * Take the lease if it may be taken.  Called with h.lock held.  Returns 0
+ * when this handle holds the lease (and its holder thread runs),
+ * -EAGAIN when somebody else holds it or is taking it.
+ */
+int
+mkv_lease_try_acquire(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+	struct mkv_lease *l = &p->state->lease;
+	struct lease_view v, now;
+	bool take;
+	int rc;
+
+	if (h->holding)
+		return 0;
+	if ((p->flags & MKV_RDONLY) || p->node_idx == UINT32_MAX)
+		return MKV_E_RDONLY;
+	if (!mkv_lease_expired(p))
+		return -EAGAIN;
+	if (flock(h->node_lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return -EAGAIN;
+	lease_read(p, &v);
+	bakery_enter(p);
+	lease_read(p, &now);
+	take = now.generation == v.generation && now.heartbeat == v.heartbeat &&
+		now.node == v.node && (now.node == 0 || holder_dead_here(p, &now) ||
+		mkv_lease_expired(p));
+	if (take) {
+		STORE(l->holder_node, p->node_idx + 1);
+		STORE(l->holder_slot, p->slot);
+		STORE(l->holder_pid, (uint32_t)getpid());
+		STORE(l->generation, now.generation + 1);
+		STORE(l->heartbeat, now.heartbeat + 1);
+		persist(p, l, sizeof(*l));
+	}
+	bakery_exit(p);
+	flock(h->node_lock_fd, LOCK_UN);
+	if (!take)
+		return -EAGAIN;
+	h->holding = true;
+	h->generation = now.generation + 1;
+	h->last_renew_ns = mkv_now_ns();
+	mkv_log(MKV_LOG_INFO, "pool %s: lease taken: node %s slot %u pid %u generation %llu",
+			p->path, p->node_name, p->slot, (unsigned)getpid(),
+			(unsigned long long)h->generation);
+	rc = mkv_recover(p);
+	if (rc) {
+		mkv_lease_drop(p);
+		return rc == MKV_E_FENCED ? -EAGAIN : rc;
+	}
+	/* The thread serves from the first acquisition until close. */
+	if (!h->thread_running) {
+		if (pthread_create(&h->thread, NULL, mkv_holder_main, p)) {
+			mkv_lease_drop(p);
+			return mkv_err(MKV_E_NOMEM, "lease: cannot start the holder thread");
+		}
+		h->thread_running = true;
+	}
+	mkv_rq_ring(p);
+	return 0;
+}
+
+/*
+ * Give the lease up cleanly: stop the holder thread (it drains what is
+ * pending first), then clear the record inside the bakery if it is still
+ * ours.  Called without h.lock.
+ */
+void
+mkv_lease_release(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+	struct mkv_lease *l = &p->state->lease;
+
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	pthread_mutex_unlock(&h->lock);
+	if (h->thread_running) {
+		__atomic_add_fetch(&p->state->doorbell, 1, __ATOMIC_SEQ_CST);
+		mkv_futex_wake(&p->state->doorbell);
+		pthread_join(h->thread, NULL);
+		h->thread_running = false;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (h->holding) {
+		flock(h->node_lock_fd, LOCK_EX);
+		bakery_enter(p);
+		if (LOAD(l->generation) == h->generation) {
+			STORE(l->holder_node, 0);
+			STORE(l->holder_pid, 0);
+			persist(p, l, sizeof(*l));
+		}
+		bakery_exit(p);
+		flock(h->node_lock_fd, LOCK_UN);
+		mkv_lease_drop(p);
+	}
+	pthread_mutex_unlock(&h->lock);
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring.c -- requests from clients to the lease holder, and their answers.
+ *
+ * Each client slot owns MKV_RQ_DEPTH request entries in `super`.  A client
+ * fills an entry, stores its sequence number last, rings the doorbell
+ * (a futex on the shared mapping) and sleeps on its slot's completion
+ * counter.  The holder collects every pending entry of every slot, commits
+ * them in one registry txn, writes each answer with the sequence number it
+ * answers, bumps the completion counters and wakes the clients.  An answer
+ * carries its sequence number, so a late answer from a holder that lost
+ * the lease can never be taken for the answer to a newer request.  Across
+ * hosts there are no shared futexes: waits are bounded and re-check.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* How long a waiting client sleeps before it looks at the lease again. */
+#define WAIT_SLICE_NS (20 * 1000 * 1000ULL)
+
+int
+mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts = { (time_t)(timeout_ns / 1000000000ULL),
+			(long)(timeout_ns % 1000000000ULL) };
+
+	return (int)syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void
+mkv_futex_wake(uint32_t *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static struct mkv_rq *
+entry(const struct mkv_pool *p, uint32_t slot, unsigned i)
+{
+	return &p->rqs[(size_t)slot * MKV_RQ_DEPTH + i];
+}
+
+static bool
+answered(const struct mkv_rq *e, uint32_t seq)
+{
+	return (uint32_t)(__atomic_load_n(&e->done, __ATOMIC_ACQUIRE) >> 32) == seq;
+}
+
+int
+mkv_rq_init(struct mkv_pool *p)
+{
+	struct mkv_rqs *q = &p->rq;
+
+	memset(q, 0, sizeof(*q));
+	if (pthread_mutex_init(&q->lock, NULL) || pthread_cond_init(&q->freed, NULL))
+		return mkv_err(MKV_E_NOMEM, "requests: mutex");
+	return 0;
+}
+
+void
+mkv_rq_fini(struct mkv_pool *p)
+{
+	free(p->rq.kept);
+	pthread_cond_destroy(&p->rq.freed);
+	pthread_mutex_destroy(&p->rq.lock);
+}
+
+/* After claiming a slot: go on from the sequence numbers its last owner used. */
+static void
+seq_resume(struct mkv_pool *p)
+{
+	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
+		uint32_t s = __atomic_load_n(&entry(p, p->slot, i)->seq, __ATOMIC_ACQUIRE);
+
+		if (s > p->rq.seq)
+			p->rq.seq = s;
+	}
+}
+
+/*
+ * Wait until request seq in entry idx is answered and copy the answer out.
+ * While waiting, take the lease over if its holder is gone: our request is
+ * then answered by our own holder thread.
+ */
+static void
+await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a)
+{
+	struct mkv_rq *e = entry(p, p->slot, idx);
+	uint32_t *completed = &p->slots[p->slot].completed;
+
+	for (;;) {
+		uint32_t c = __atomic_load_n(completed, __ATOMIC_ACQUIRE);
+
+		if (answered(e, seq)) {
+			a->seq = seq;
+			a->result = (int32_t)(uint32_t)__atomic_load_n(&e->done, __ATOMIC_ACQUIRE);
+			a->ext.npages = e->npages;
+			a->ext.page = e->op == MKV_RQ_GRANT && a->result == 0 ?
+				__atomic_load_n(&e->out_page, __ATOMIC_ACQUIRE) : e->page;
+			return;
+		}
+		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
+		if (answered(e, seq))
+			continue;
+		pthread_mutex_lock(&p->h.lock);
+		if (!p->h.holding)
+			mkv_lease_try_acquire(p);
+		pthread_mutex_unlock(&p->h.lock);
+		mkv_rq_ring(p);
+	}
+}
+
+/* Keep an answer for a later mkv_wait(); called with rq.lock held. */
+static void
+keep_answer(struct mkv_rqs *q, const struct mkv_answer *a)
+{
+	if (q->nkept == q->capkept) {
+		unsigned cap = q->capkept ? q->capkept * 2 : 16;
+		struct mkv_answer *v = realloc(q->kept, cap * sizeof(*v));
+
+		if (!v)
+			return;  /* mkv_wait() will report the ticket unknown */
+		q->kept = v;
+		q->capkept = cap;
+	}
+	q->kept[q->nkept++] = *a;
+}
+
+/*
+ * An entry free on both sides: not ours in use, and not pending.  When
+ * every entry is taken and some hold asynchronous publishes, wait for the
+ * oldest of those and keep its answer, freeing its entry.
+ */
+static int
+entry_get(struct mkv_pool *p, unsigned *idx)
+{
+	struct mkv_rqs *q = &p->rq;
+	struct mkv_answer a;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->seq == 0)
+		seq_resume(p);
+	for (;;) {
+		unsigned oldest = MKV_RQ_DEPTH;
+
+		for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
+			struct mkv_rq *e = entry(p, p->slot, i);
+			uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+
+			if ((q->async & (1U << i)) &&
+			    (oldest == MKV_RQ_DEPTH || (int32_t)(q->seqs[i] - q->seqs[oldest]) < 0))
+				oldest = i;
+			if ((q->busy & (1U << i)) || (s != 0 && !answered(e, s)))
+				continue;
+			q->busy |= 1U << i;
+			*idx = i;
+			pthread_mutex_unlock(&q->lock);
+			return 0;
+		}
+		if (oldest == MKV_RQ_DEPTH) {
+			/* All taken by this process's other threads: wait for one. */
+			pthread_cond_wait(&q->freed, &q->lock);
+			continue;
+		}
+		q->async &= ~(1U << oldest);
+		pthread_mutex_unlock(&q->lock);
+		await_answer(p, oldest, q->seqs[oldest], &a);
+		pthread_mutex_lock(&q->lock);
+		keep_answer(q, &a);
+		q->busy &= ~(1U << oldest);
+	}
+}
+
+static void
+entry_put(struct mkv_pool *p, unsigned idx)
+{
+	pthread_mutex_lock(&p->rq.lock);
+	p->rq.busy &= ~(1U << idx);
+	p->rq.async &= ~(1U << idx);
+	pthread_cond_broadcast(&p->rq.freed);
+	pthread_mutex_unlock(&p->rq.lock);
+}
+
+void
+mkv_rq_ring(struct mkv_pool *p)
+{
+	__atomic_add_fetch(&p->state->doorbell, 1, __ATOMIC_SEQ_CST);
+	mkv_futex_wake(&p->state->doorbell);
+}
+
+int
+mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
+		uint32_t *seq)
+{
+	struct mkv_rq *e;
+	int rc = entry_get(p, idx);
+
+	if (rc)
+		return rc;
+	e = entry(p, p->slot, *idx);
+	pthread_mutex_lock(&p->rq.lock);
+	if (++p->rq.seq == 0)
+		p->rq.seq = 1;
+	*seq = p->rq.seq;
+	p->rq.seqs[*idx] = *seq;
+	if (async)
+		p->rq.async |= 1U << *idx;
+	pthread_mutex_unlock(&p->rq.lock);
+	e->op = r->op;
+	e->inc = p->incarnation;
+	e->klen = (uint32_t)r->klen;
+	e->page = r->ext.page;
+	e->npages = r->ext.npages;
+	e->length = r->length;
+	if (r->klen)
+		memcpy(e->key, r->key, r->klen);
+	__atomic_store_n(&e->seq, *seq, __ATOMIC_RELEASE);
+	p->super.persist(e, offsetof(struct mkv_rq, done));
+	mkv_rq_ring(p);
+	return 0;
+}
+
+/* The answer to request seq (in entry idx), waiting for it if need be. */
+int
+mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r)
+{
+	struct mkv_rqs *q = &p->rq;
+	struct mkv_answer a;
+	bool kept = false;
+
+	pthread_mutex_lock(&q->lock);
+	for (unsigned i = 0; i < q->nkept; i++)
+		if (q->kept[i].seq == seq) {
+			a = q->kept[i];
+			q->kept[i] = q->kept[--q->nkept];
+			kept = true;
+			break;
+		}
+	if (!kept && (!(q->busy & (1U << idx)) || q->seqs[idx] != seq)) {
+		pthread_mutex_unlock(&q->lock);
+		return mkv_err(MKV_E_INVAL, "not a pending request of this handle");
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (!kept) {
+		await_answer(p, idx, seq, &a);
+		entry_put(p, idx);
+	}
+	r->result = a.result;
+	r->ext = a.ext;
+	if (r->result)
+		mkv_err(r->result, "pool %s: %s (answered by the lease holder)", p->path,
+				mkv_strerror(r->result));
+	return 0;
+}
+
+/* Holder: every pending request of every slot, up to max. */
+unsigned
+mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 0; s < p->sb->max_clients && n < max; s++) {
+		for (unsigned i = 0; i < MKV_RQ_DEPTH && n < max; i++) {
+			struct mkv_rq *e = entry(p, s, i);
+			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+			struct mkv_req *r = &reqs[n];
+
+			if (seq == 0 || answered(e, seq))
+				continue;
+			*r = (struct mkv_req){
+				.op = (enum mkv_op)e->op,
+				.slot = s,
+				.inc = e->inc,
+				.key = e->key,
+				.klen = e->klen,
+				.ext = { e->page, e->npages },
+				.length = e->length,
+				.rq = s * MKV_RQ_DEPTH + i,
+				.seq = seq,
+			};
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Holder: write the answers, then wake their clients. */
+void
+mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
+{
+	uint32_t last = UINT32_MAX;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct mkv_rq *e = &p->rqs[reqs[i].rq];
+
+		__atomic_store_n(&e->out_page, reqs[i].ext.page, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->done, ((uint64_t)reqs[i].seq << 32) | (uint32_t)reqs[i].result,
+				__ATOMIC_RELEASE);
+		p->super.persist(&e->done, 2 * sizeof(uint64_t));
+	}
+	/* reqs come slot by slot, in order: wake each slot once */
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t s = reqs[i].slot;
+
+		if (s == last)
+			continue;
+		last = s;
+		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
+		p->super.persist(&p->slots[s].completed, sizeof(uint32_t));
+		mkv_futex_wake(&p->slots[s].completed);
+	}
+}
+
+uint64_t
+mkv_rq_pending(const struct mkv_pool *p)
+{
+	uint64_t n = 0;
+
+	for (uint32_t s = 0; s < p->sb->max_clients; s++)
+		for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
+			const struct mkv_rq *e = entry(p, s, i);
+			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+
+			if (seq != 0 && !answered(e, seq))
+				n++;
+		}
+	return n;
+}
