@@ -119,8 +119,8 @@ struct mkv_stat {
 	uint64_t lease_generation; /**< fencing token of the current or last holder */
 	uint32_t lease_period_ms; /**< the pool's lease period */
 	uint32_t lease_holder_pid; /**< pid of the holder on its node; 0 if none */
-	uint32_t lease_holder_slot; /**< client slot of the holder */
-	uint32_t lease_holder_node_idx; /**< node table index of the holder */
+	uint32_t lease_holder_slot; /**< client slot of the holder; 0 if none */
+	uint32_t lease_holder_node_idx; /**< node table index of the holder; 0 if none */
 	char lease_holder_node[MKV_NODE_NAME_MAX + 1]; /**< holder's node name, "" if none */
 	int64_t lease_heartbeat_age_ms; /**< now minus the holder's last heartbeat, by wall clocks; -1 if none */
 	uint64_t requests_pending; /**< registrations waiting for the holder */
@@ -241,11 +241,15 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
  * Each handle takes a client slot in the pool until mkv_pool_close().
  * All pool files are preallocated at creation, so a filesystem without room
  * fails here with MKV_E_NOSPC rather than later.
- * Errors: MKV_E_INVAL (flags), MKV_E_NOENT (no pool, no MKV_CREATE),
- * MKV_E_NOTPOOL (something else is there), MKV_E_CORRUPT (damaged or
- * truncated pool), MKV_E_VERSION (unknown format version), MKV_E_NOSPC
- * (no room to create), MKV_E_USERS (no free client slot), MKV_E_NOMEM,
- * -EACCES and other -errno from the filesystem.
+ * A writable handle takes the single-writer lease if nobody holds it, and
+ * then runs a holder thread until close.
+ * Errors: MKV_E_INVAL (flags; a node name from $MARUKV_NODE or the host
+ * name that is not valid, host names being cut to MKV_NODE_NAME_MAX),
+ * MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL (something else is
+ * there), MKV_E_CORRUPT (damaged or truncated pool), MKV_E_VERSION
+ * (unknown format version), MKV_E_NOSPC (no room to create), MKV_E_USERS
+ * (no free client slot, or the node table of 32 nodes is full),
+ * MKV_E_NOMEM, -EACCES and other -errno from the filesystem.
  */
 MKV_EXPORT int mkv_pool_open(const char *path, unsigned flags,
 		const struct mkv_opts *opts, struct mkv_pool **out);
@@ -276,7 +280,8 @@ struct mkv_verify {
  * entries.  Leaked pages (marked taken, owned by nothing) are counted but
  * are not problems: the lease holder reclaims them.
  * Returns 0 if there is no problem, MKV_E_CORRUPT if there are (see
- * @p report), or another error if the check could not run.
+ * @p report); MKV_E_INVAL (a NULL argument), MKV_E_NOMEM, MKV_E_INTERNAL
+ * if the check could not run.
  */
 MKV_EXPORT int mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report);
 /** Directory of an open pool; owned by the handle. NULL for NULL. */
@@ -324,7 +329,9 @@ MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t 
 		struct mkv_buf *buf, struct mkv_ticket *ticket);
 /**
  * Wait for an asynchronous publish and return its result: 0, or the
- * errors of mkv_publish() (MKV_E_EXISTS...); the ticket is consumed.
+ * errors of mkv_publish() (MKV_E_EXISTS...); the ticket is consumed.  The
+ * pages of a publish that failed stay granted to the handle, for its next
+ * mkv_alloc().
  * Errors also: MKV_E_INVAL (not a pending ticket of this handle).
  */
 MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);

@@ -387,11 +387,54 @@ recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
 	return rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "recover");
 }
 
+/* Whether the grant word names a live client's current claim. */
+static bool
+grant_valid(const struct mkv_pool *p, uint64_t w)
+{
+	uint64_t owner;
+
+	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || MKV_PG_SLOT(w) >= p->sb->max_clients)
+		return false;
+	owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner, __ATOMIC_SEQ_CST);
+	return MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
+		!mkv_client_dead(p, MKV_PG_SLOT(w), owner);
+}
+
+/*
+ * Pages of publishes still pending in the request entries belong to their
+ * client: a holder that died between marking them used and committing
+ * left them looking like nobody's.
+ */
+static void
+recover_pending(struct mkv_pool *p, const uint8_t *mark)
+{
+	struct mkv_req *reqs = malloc(MAX_BATCH * sizeof(*reqs));
+	unsigned n;
+
+	if (!reqs)
+		return;
+	n = mkv_rq_collect(p, reqs, MAX_BATCH);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t grant = mkv_grant_word(reqs[i].slot, reqs[i].inc);
+
+		if (reqs[i].op != MKV_OP_PUBLISH || !extent_ok(p, &reqs[i].ext) ||
+		    !grant_valid(p, grant))
+			continue;
+		for (uint64_t pg = reqs[i].ext.page; pg < reqs[i].ext.page + reqs[i].ext.npages; pg++) {
+			uint64_t w = mkv_pt_load(p, pg);
+
+			if (!mark[pg] && w != grant && !grant_valid(p, w))
+				__atomic_store_n(&p->pt[pg], grant, __ATOMIC_RELEASE);
+		}
+	}
+	free(reqs);
+}
+
 /*
  * A new holder's first txn: store its generation (fencing every older
  * holder out of the registry), then rebuild the page table from the
- * registry and the live grants, tagging what it sets with its generation.
- * Called with h.lock held.
+ * registry, the live grants and the pending publishes, tagging what it
+ * sets with its generation.  Called with h.lock held.
  */
 int
 mkv_recover(struct mkv_pool *p)
@@ -418,23 +461,18 @@ mkv_recover(struct mkv_pool *p)
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
 		uint64_t w = mkv_pt_load(p, i), want = MKV_PG_FREE;
 
-		if (mark[i] == MKV_PG_USED) {
+		if (mark[i] == MKV_PG_USED)
 			want = used;
-		} else if (mark[i] == MKV_PG_QUARANTINED) {
+		else if (mark[i] == MKV_PG_QUARANTINED)
 			want = quar;
-		} else if (MKV_PG_STATE(w) == MKV_PG_GRANTED && MKV_PG_SLOT(w) < p->sb->max_clients) {
-			uint64_t owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner,
-					__ATOMIC_SEQ_CST);
-
-			if (MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
-			    !mkv_client_dead(p, MKV_PG_SLOT(w), owner))
-				want = w;
-		}
+		else if (grant_valid(p, w))
+			want = w;
 		if (want == MKV_PG_FREE && w != MKV_PG_FREE)
 			leaked++;
 		if (w != want)
 			__atomic_store_n(&p->pt[i], want, __ATOMIC_RELEASE);
 	}
+	recover_pending(p, mark);
 	free(mark);
 	p->super.persist(p->pt, p->nr_pages * sizeof(uint64_t));
 	if ((rc = mdb_txn_commit(txn)))

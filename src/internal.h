@@ -75,6 +75,7 @@ struct mkv_grants {
 /* lease.c: what this handle knows of the lease */
 struct mkv_holder {
 	pthread_mutex_t lock;     /* serialises commits and lease changes in this process */
+	bool ready;               /* mkv_lease_init() succeeded */
 	bool holding;             /* this handle holds the lease */
 	bool stopping;            /* the holder thread is asked to stop */
 	bool thread_running;
@@ -199,6 +200,7 @@ int mkv_node_attach(struct mkv_pool *p, const char *name);
 int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);
+bool mkv_lease_served(struct mkv_pool *p);
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);

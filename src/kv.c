@@ -56,6 +56,9 @@ grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
 {
 	struct mkv_req back = { .op = MKV_OP_UNGRANT, .ext = *ext };
 
+	/* never cache pages the table no longer shows as ours */
+	if (!mkv_pages_are(p, ext, mkv_grant_word(p->slot, p->incarnation)))
+		return;
 	if (mkv_grants_cached(p) + ext->npages <= grant_cap(p))
 		mkv_grants_put(p, ext);
 	else
@@ -154,11 +157,15 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf
 	return 0;
 }
 
-/* After a publish: a refused buffer's pages stay ours for the next one. */
+/*
+ * After a publish whose buffer is gone (consumed by mkv_publish() on
+ * MKV_E_EXISTS, by mkv_publish_async() always): a failed one's pages stay
+ * ours for the next allocation.
+ */
 static void
-publish_done(struct mkv_pool *p, const struct mkv_req *r)
+publish_done(struct mkv_pool *p, const struct mkv_req *r, bool consumed)
 {
-	if (r->result == MKV_E_EXISTS)
+	if (r->result == MKV_E_EXISTS || (consumed && r->result != 0))
 		grant_keep(p, &r->ext);
 }
 
@@ -172,7 +179,7 @@ mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf 
 	if ((rc = publish_prepare(pool, key, klen, buf, &r, "mkv_publish")))
 		return rc;
 	rc = write_one(pool, &r);
-	publish_done(pool, &r);
+	publish_done(pool, &r, false);
 	if (rc == 0 || rc == MKV_E_EXISTS)
 		memset(buf, 0, sizeof(*buf));
 	return rc;
@@ -203,7 +210,7 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	pthread_mutex_lock(&pool->h.lock);
 	if (pool->h.holding && mkv_commit(pool, &r, 1) != MKV_E_FENCED) {
 		pthread_mutex_unlock(&pool->h.lock);
-		publish_done(pool, &r);
+		publish_done(pool, &r, true);
 		ticket->priv_[0] = TICKET_DONE | (uint32_t)r.result;
 	} else {
 		pthread_mutex_unlock(&pool->h.lock);
@@ -237,7 +244,7 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 	else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r)))
 		return rc;
 	else
-		publish_done(pool, &r);
+		publish_done(pool, &r, true);
 	if (r.result)
 		return mkv_err(r.result, "mkv_wait: %s", mkv_strerror(r.result));
 	return 0;

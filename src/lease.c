@@ -128,24 +128,31 @@ mkv_lease_init(struct mkv_pool *p)
 	char file[64];
 
 	p->h.node_lock_fd = -1;
-	if (pthread_mutex_init(&p->h.lock, NULL))
+	if (!(p->flags & MKV_RDONLY)) {
+		snprintf(file, sizeof(file), "node-%s.lock", p->node_name);
+		p->h.node_lock_fd = openat(p->dirfd, file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (p->h.node_lock_fd < 0)
+			return mkv_err(-errno, "pool %s: cannot open %s: %m", p->path, file);
+	}
+	if (pthread_mutex_init(&p->h.lock, NULL)) {
+		close(p->h.node_lock_fd);
+		p->h.node_lock_fd = -1;
 		return mkv_err(MKV_E_NOMEM, "lease: mutex");
-	if (p->flags & MKV_RDONLY)
-		return 0;
-	snprintf(file, sizeof(file), "node-%s.lock", p->node_name);
-	p->h.node_lock_fd = openat(p->dirfd, file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	if (p->h.node_lock_fd < 0)
-		return mkv_err(-errno, "pool %s: cannot open %s: %m", p->path, file);
+	}
+	p->h.ready = true;
 	return 0;
 }
 
 void
 mkv_lease_fini(struct mkv_pool *p)
 {
+	if (!p->h.ready)
+		return;
 	if (p->h.node_lock_fd >= 0)
 		close(p->h.node_lock_fd);
 	p->h.node_lock_fd = -1;
 	pthread_mutex_destroy(&p->h.lock);
+	p->h.ready = false;
 }
 
 /* A node is dead to us once its beat stood still for a period by our clock. */
@@ -279,6 +286,16 @@ mkv_lease_expired(struct mkv_pool *p)
 		return false;
 	}
 	return now - h->seen_since_ns >= p->lease_period_ns;
+}
+
+/*
+ * Whether a write from this handle will be served: it holds the lease, or
+ * somebody alive does.  Called with h.lock held.
+ */
+bool
+mkv_lease_served(struct mkv_pool *p)
+{
+	return p->h.holding || !mkv_lease_expired(p);
 }
 
 /* Holding, renewed recently enough, and nobody took over. */

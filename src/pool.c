@@ -542,13 +542,21 @@ mkv_pool_close(struct mkv_pool **pool)
 	p = *pool;
 	*pool = NULL;
 	if (p->slot != UINT32_MAX) {
-		/* Unused grants go back, then the lease, then the slot. */
-		if (!(p->flags & MKV_RDONLY)) {
+		/*
+		 * Unused grants go back if anyone can take them (else the next
+		 * holder's rebuild frees them), then the lease, then the slot.
+		 */
+		if (p->h.ready && !(p->flags & MKV_RDONLY)) {
 			struct mkv_req r = { .op = MKV_OP_DETACH };
+			bool served;
 
-			mkv_write(p, &r);
+			pthread_mutex_lock(&p->h.lock);
+			served = mkv_lease_served(p);
+			pthread_mutex_unlock(&p->h.lock);
+			if (served)
+				mkv_write(p, &r);
+			mkv_lease_release(p);
 		}
-		mkv_lease_release(p);
 		mkv_lease_fini(p);
 		mkv_client_detach(p);
 	}
