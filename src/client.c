@@ -18,11 +18,14 @@
 
 #include "internal.h"
 
-/* Start time of a process, clock ticks since boot; 0 if it is gone. */
+/*
+ * Start time of a process, clock ticks since boot; 0 if it is gone or a
+ * zombie (dead, not yet reaped by its parent).
+ */
 static uint64_t
 proc_starttime(uint32_t pid)
 {
-	char path[64], buf[1024], *s;
+	char path[64], buf[1024], *s, state;
 	unsigned long long start = 0;
 	size_t n;
 	FILE *f;
@@ -36,8 +39,8 @@ proc_starttime(uint32_t pid)
 	buf[n] = '\0';
 	s = strrchr(buf, ')');
 	/* after "pid (comm)": state is field 3, starttime field 22 */
-	if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			&start) != 1)
+	if (!s || sscanf(s + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			&state, &start) != 2 || state == 'Z' || state == 'X')
 		return 0;
 	return start;
 }

@@ -539,7 +539,8 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r)
 	r->slot = p->slot;
 	r->inc = p->incarnation;
 	pthread_mutex_lock(&p->h.lock);
-	if (!p->h.holding)
+	/* A dead holder is replaced by whoever waits on it (ring.c). */
+	if (!p->h.holding && mkv_lease_free(p))
 		mkv_lease_try_acquire(p);
 	if (p->h.holding) {
 		rc = mkv_commit(p, r, 1);

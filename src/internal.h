@@ -201,6 +201,7 @@ int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);
 bool mkv_lease_served(struct mkv_pool *p);
+bool mkv_lease_free(const struct mkv_pool *p);
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);

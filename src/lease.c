@@ -288,6 +288,13 @@ mkv_lease_expired(struct mkv_pool *p)
 	return now - h->seen_since_ns >= p->lease_period_ns;
 }
 
+/* Nobody holds the lease (a plain read: no liveness probe). */
+bool
+mkv_lease_free(const struct mkv_pool *p)
+{
+	return LOAD(p->state->lease.holder_node) == 0;
+}
+
 /*
  * Whether a write from this handle will be served: it holds the lease, or
  * somebody alive does.  Called with h.lock held.

@@ -90,6 +90,54 @@ check "bench demo --blocks 0 says why on stderr" test -s "$tmp/usage.err"
 rc=$?
 check "bench unknown command exits 2 (got $rc)" test "$rc" -eq 2
 
+# ---- marukv-bench register and takeover --------------------------------------
+
+"$bench" register --writers 1,2 --keys 200 --repeat 1 --dir "$tmp" \
+	>"$tmp/reg.out" 2>"$tmp/reg.err"
+rc=$?
+check "bench register exits 0 (got $rc)" test "$rc" -eq 0
+check "bench register is quiet on stderr" test ! -s "$tmp/reg.err"
+check "bench register has its columns" grep -Eq \
+	'^writers +marukv sync +marukv async\(8\) +raw LMDB +sync/LMDB +async/LMDB$' "$tmp/reg.out"
+check "bench register has rows for 1 and 2 writers" \
+	test "$(sed -n 's/^ *\([12]\)  *[0-9][0-9]* (.*/\1/p' "$tmp/reg.out" | tr '\n' ' ')" = "1 2 "
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/reg.err" ] || show "$tmp/reg.out" "$tmp/reg.err"
+check "bench register left no scratch directory" \
+	test -z "$(find "$tmp" -maxdepth 1 -name 'marukv-bench.*')"
+
+"$bench" register --writers 1 --keys 200 --repeat 1 --dir "$tmp" --json \
+	>"$tmp/reg.json" 2>"$tmp/regj.err"
+rc=$?
+check "bench register --json exits 0 (got $rc)" test "$rc" -eq 0
+for k in command dir keys value_size window repeat seed rows writers marukv_sync \
+	marukv_async lmdb ratio_sync_lmdb ratio_async_lmdb; do
+	check "bench register --json has \"$k\"" grep -q "\"$k\": " "$tmp/reg.json"
+done
+check "bench register --json medians are integers" grep -Eq \
+	'"marukv_sync": \{ "median": [0-9]+, "min": [0-9]+, "max": [0-9]+ \}' "$tmp/reg.json"
+
+"$bench" takeover --trials 2 --period-ms 200 --dir "$tmp" >"$tmp/to.out" 2>"$tmp/to.err"
+rc=$?
+check "bench takeover exits 0 (got $rc)" test "$rc" -eq 0
+check "bench takeover is quiet on stderr" test ! -s "$tmp/to.err"
+check "bench takeover has its columns" grep -Eq \
+	'^client +trials +median +min +p90 +max +failed$' "$tmp/to.out"
+check "bench takeover has a same-node and an other-node row of 2 trials, 0 failed" \
+	test "$(sed -n 's/^\([a-z-]*\)  *2  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0$/\1/p' \
+		"$tmp/to.out" | tr '\n' ' ')" = "same-node other-node "
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/to.err" ] || show "$tmp/to.out" "$tmp/to.err"
+
+"$bench" takeover --trials 2 --period-ms 200 --same-node --dir "$tmp" --json \
+	>"$tmp/to.json" 2>"$tmp/toj.err"
+rc=$?
+check "bench takeover --same-node --json exits 0 (got $rc)" test "$rc" -eq 0
+check "bench takeover --json has one same-node row with the documented keys" grep -Eqx \
+	'    \{ "client": "same-node", "median_ns": [0-9]+, "min_ns": [0-9]+, "p90_ns": [0-9]+, "max_ns": [0-9]+, "failed_publishes": 0 \}' \
+	"$tmp/to.json"
+"$bench" takeover --period-ms 10 >/dev/null 2>&1
+rc=$?
+check "bench takeover --period-ms 10 exits 2 (got $rc)" test "$rc" -eq 2
+
 # ---- marukv-stat --------------------------------------------------------------
 
 "$stat" --json "$pool" >"$tmp/stat.json" 2>"$tmp/stat.err"
@@ -98,7 +146,8 @@ check "stat --json exits 0 (got $rc)" test "$rc" -eq 0
 keys=$(sed -n 's/^  "\([a-z_]*\)": .*/\1/p' "$tmp/stat.json" | tr '\n' ' ')
 expected="path uuid format_version page_size pages_total pages_used pages_free \
 pages_quarantined pages_granted entries bytes_stored registry_size registry_used \
-clients max_clients "
+clients max_clients lease_generation lease_holder_pid lease_period_ms \
+lease_heartbeat_age_ms requests_pending lease_holder_node "
 check "stat --json has the documented keys, in order" test "$keys" = "$expected"
 [ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/stat.json" "$tmp/stat.err"; }
 check "stat --json is one object" test "$(sed -n '1p;$p' "$tmp/stat.json" | tr -d '\n')" = "{}"

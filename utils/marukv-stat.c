@@ -93,7 +93,7 @@ static void json_string(const char *s)
  * The keys of both outputs, in order.  JSON keys are a stable schema
  * (documented in marukv-stat(1)): add keys at the end, never rename one.
  */
-enum kind { K_COUNT, K_BYTES };
+enum kind { K_COUNT, K_BYTES, K_SIGNED };
 struct field {
 	const char *json;
 	const char *label;
@@ -101,32 +101,46 @@ struct field {
 	uint64_t value;
 };
 
-static void print_human(const char *path, const char *uuid,
+/* A field's value as text: raw integers, human sizes only on request. */
+static const char *field_text(const struct field *f, int human, char *buf, size_t len)
+{
+	if (f->kind == K_SIGNED)
+		snprintf(buf, len, "%" PRId64, (int64_t)f->value);
+	else if (human && f->kind == K_BYTES)
+		human_size(f->value, buf, len);
+	else
+		snprintf(buf, len, "%" PRIu64, f->value);
+	return buf;
+}
+
+static void print_human(const char *path, const char *uuid, const char *holder,
 		const struct field *f, size_t n, int human)
 {
 	char buf[32];
 
-	printf("%-18s %s\n", "path:", path);
-	printf("%-18s %s\n", "uuid:", uuid);
+	printf("%-24s %s\n", "path:", path);
+	printf("%-24s %s\n", "uuid:", uuid);
 	for (size_t i = 0; i < n; i++) {
-		char label[32];
+		char label[40];
 
 		snprintf(label, sizeof(label), "%s:", f[i].label);
-		if (human && f[i].kind == K_BYTES)
-			printf("%-18s %s\n", label, human_size(f[i].value, buf, sizeof(buf)));
-		else
-			printf("%-18s %" PRIu64 "\n", label, f[i].value);
+		printf("%-24s %s\n", label, field_text(&f[i], human, buf, sizeof(buf)));
 	}
+	printf("%-24s %s\n", "lease holder node:", *holder ? holder : "-");
 }
 
-static void print_json(const char *path, const char *uuid,
+static void print_json(const char *path, const char *uuid, const char *holder,
 		const struct field *f, size_t n)
 {
+	char buf[32];
+
 	fputs("{\n  \"path\": ", stdout);
 	json_string(path);
 	printf(",\n  \"uuid\": \"%s\"", uuid);
 	for (size_t i = 0; i < n; i++)
-		printf(",\n  \"%s\": %" PRIu64, f[i].json, f[i].value);
+		printf(",\n  \"%s\": %s", f[i].json, field_text(&f[i], 0, buf, sizeof(buf)));
+	fputs(",\n  \"lease_holder_node\": ", stdout);
+	json_string(holder);
 	fputs("\n}\n", stdout);
 }
 
@@ -206,13 +220,19 @@ int main(int argc, char **argv)
 			{ "registry_used",     "registry used",     K_BYTES, st.registry_used },
 			{ "clients",           "clients",           K_COUNT, st.clients },
 			{ "max_clients",       "max clients",       K_COUNT, st.max_clients },
+			{ "lease_generation",  "lease generation",  K_COUNT, st.lease_generation },
+			{ "lease_holder_pid",  "lease holder pid",  K_COUNT, st.lease_holder_pid },
+			{ "lease_period_ms",   "lease period ms",   K_COUNT, st.lease_period_ms },
+			{ "lease_heartbeat_age_ms", "lease heartbeat age ms", K_SIGNED,
+				(uint64_t)st.lease_heartbeat_age_ms },
+			{ "requests_pending",  "requests pending",  K_COUNT, st.requests_pending },
 		};
 		size_t n = sizeof(f) / sizeof(f[0]);
 
 		if (json)
-			print_json(name, uuid, f, n);
+			print_json(name, uuid, st.lease_holder_node, f, n);
 		else
-			print_human(name, uuid, f, n, human);
+			print_human(name, uuid, st.lease_holder_node, f, n, human);
 	}
 	mkv_pool_close(&pool);
 

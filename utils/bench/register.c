@@ -1,0 +1,733 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * register: registrations per second with W writer processes, marukv
+ * against a raw LMDB peer, measured in the same run.
+ *
+ * marukv: the parent creates a fresh pool and keeps it open, so it holds
+ * the single-writer lease and its holder thread commits what the writers
+ * forward through their request rings (group commit).  W forked writers
+ * open the pool and, per key, mkv_alloc + fill + mkv_publish (sync), or
+ * mkv_publish_async with a window of tickets in flight (async).
+ *
+ * raw LMDB: W processes share a fresh LMDB environment on the same
+ * filesystem, each taking LMDB's write lock itself: per key, the payload
+ * copied into a shared mapping of a data file and msync'ed (what marukv's
+ * persist does on tmpfs), then one write txn doing what a marukv
+ * registration does in the registry: key -> 48-byte entry in "entries"
+ * (MDB_NOOVERWRITE), big-endian page -> key in "pages", commit with LMDB's
+ * default (synchronous) flags.
+ *
+ * Every writer gets ready (open, buffers), then all start together; a
+ * run's rate is the registrations of all writers over the time from the
+ * start to the last writer's end.  Each (writers, repeat) runs the three
+ * modes back to back on fresh files; figures are medians over the repeats
+ * and the ratios are medians of per-repeat ratios.
+ */
+#include <marukv.h>
+
+#include <lmdb.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define CMD "register"
+#define MAX_ROWS 16
+#define PAGE 4096U
+
+enum mode { M_SYNC, M_ASYNC, M_LMDB, M_COUNT };
+
+static const char *const mode_name[M_COUNT] = { "marukv_sync", "marukv_async", "lmdb" };
+
+struct reg_opts {
+	uint64_t writers[MAX_ROWS];
+	size_t nwriters;
+	uint64_t keys, value_size, repeat, window, seed;
+	const char *dir;
+	int json;
+};
+
+/* One run's geometry. */
+struct geom {
+	uint64_t writers, npages, data_pages, max_clients;
+	uint64_t registry_size;   /* from the marukv pool; the peer's map size */
+};
+
+/* What a writer reports, in shared memory. */
+struct wout {
+	int32_t status;           /* 0, or nonzero: msg says why */
+	int32_t pad_;
+	uint64_t done;            /* registrations completed */
+	uint64_t t_end;
+	char msg[256];
+};
+
+struct wshared {
+	int abort;                /* the parent gave up: do not run */
+	struct wout out[];
+};
+
+/* ---- options ---------------------------------------------------------------- */
+
+static void reg_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " register [--writers LIST] [--keys N] [--value-size BYTES]\n"
+		"                        [--repeat R] [--window N] [--dir DIR] [--seed S] [--json]\n"
+		"Registrations per second with W writer processes: marukv (forwarded to the\n"
+		"lease holder, group commit; sync and async publishes) and a raw LMDB peer\n"
+		"(each process taking LMDB's write lock itself), in the same run.\n"
+		"  --writers LIST      comma-separated writer counts (default 1,2,4,8)\n"
+		"  --keys N            registrations per writer and run (default 5000)\n"
+		"  --value-size BYTES  bytes per value, k/m/g suffixes allowed (default 4096)\n"
+		"  --repeat R          runs per writer count; medians are reported (default 5)\n"
+		"  --window N          async publishes in flight per writer (default 8)\n"
+		"  --dir DIR           where the scratch pools go (default /dev/shm)\n"
+		"  --seed S            seed of the keys (default 1)\n"
+		"  --json              print the results as one JSON object\n");
+}
+
+static int reg_parse(int argc, char **argv, struct reg_opts *o)
+{
+	enum { O_WRITERS = 256, O_KEYS, O_VSIZE, O_REPEAT, O_WINDOW, O_DIR, O_SEED,
+		O_JSON, O_HELP };
+	static const struct option longopts[] = {
+		{ "writers",    required_argument, NULL, O_WRITERS },
+		{ "keys",       required_argument, NULL, O_KEYS },
+		{ "value-size", required_argument, NULL, O_VSIZE },
+		{ "repeat",     required_argument, NULL, O_REPEAT },
+		{ "window",     required_argument, NULL, O_WINDOW },
+		{ "dir",        required_argument, NULL, O_DIR },
+		{ "seed",       required_argument, NULL, O_SEED },
+		{ "json",       no_argument,       NULL, O_JSON },
+		{ "help",       no_argument,       NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	const uint64_t max_writers = MKV_MAX_CLIENTS_LIMIT - 1;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		uint64_t *dst = NULL, lo = 1, hi = 0;
+		int suffix = 0;
+
+		switch (c) {
+		case O_DIR: o->dir = optarg; continue;
+		case O_JSON: o->json = 1; continue;
+		case O_HELP: reg_usage(stdout); return 1;
+		case O_WRITERS:
+			if (parse_u64_list(optarg, 1, max_writers, o->writers, MAX_ROWS,
+					&o->nwriters) < 0) {
+				fprintf(stderr, PROG " " CMD ": bad value for --writers: %s"
+						" (up to %d counts, each 1 to %" PRIu64 ")\n",
+						optarg, MAX_ROWS, max_writers);
+				return -1;
+			}
+			continue;
+		case O_KEYS:   dst = &o->keys; hi = 1U << 24; break;
+		case O_VSIZE:  dst = &o->value_size; hi = 1U << 24; suffix = 1; break;
+		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
+		case O_WINDOW: dst = &o->window; hi = 1024; break;
+		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
+		default:
+			reg_usage(stderr);
+			return -1;
+		}
+		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
+			bad_value(CMD, longopts[c - O_WRITERS].name, optarg, lo, hi);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
+		reg_usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- writers ------------------------------------------------------------------ */
+
+static void wfail(struct wout *w, const char *what, const char *why)
+{
+	w->status = 1;
+	snprintf(w->msg, sizeof(w->msg), "%s: %s", what, why);
+}
+
+/* The value every writer copies, with its key stamped over the first bytes. */
+static void *value_make(const struct reg_opts *o, uint64_t w)
+{
+	uint8_t key[BENCH_KEY_LEN];
+	void *v = malloc(o->value_size);
+
+	if (v) {
+		key_make(key, o->seed, ~w, 0);
+		pattern_fill(v, o->value_size, key);
+	}
+	return v;
+}
+
+static void stamp(void *dst, const void *src, size_t len, const uint8_t key[BENCH_KEY_LEN])
+{
+	memcpy(dst, src, len);
+	memcpy(dst, key, len < BENCH_KEY_LEN ? len : BENCH_KEY_LEN);
+}
+
+/* Wait for the oldest async publish in flight. */
+static int ticket_wait(struct mkv_pool *pool, struct mkv_ticket *t, uint64_t window,
+		uint64_t *head, uint64_t *inflight, struct wout *w)
+{
+	int rc = mkv_wait(pool, &t[*head % window]);
+
+	if (rc < 0) {
+		wfail(w, "mkv_wait", mkv_why(rc));
+		return rc;
+	}
+	(*head)++;
+	(*inflight)--;
+	w->done++;
+	return 0;
+}
+
+static void writer_mkv(const struct reg_opts *o, const char *path, uint64_t idx, int async,
+		struct gate *g, struct wshared *sh)
+{
+	struct wout *w = &sh->out[idx];
+	struct mkv_pool *pool = NULL;
+	struct mkv_ticket *t = calloc(o->window, sizeof(*t));
+	void *val = value_make(o, idx);
+	uint64_t head = 0, inflight = 0;
+	int rc;
+
+	if (!t || !val) {
+		wfail(w, "writer", "out of memory");
+		goto out;
+	}
+	rc = mkv_pool_open(path, 0, NULL, &pool);
+	if (rc < 0) {
+		wfail(w, "mkv_pool_open", mkv_why(rc));
+		goto out;
+	}
+	if (gate_ready(g) < 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
+		goto out;
+	for (uint64_t i = 0; i < o->keys; i++) {
+		uint8_t key[BENCH_KEY_LEN];
+		struct mkv_buf buf;
+
+		if (async && inflight == o->window &&
+		    ticket_wait(pool, t, o->window, &head, &inflight, w) < 0)
+			goto out;
+		key_make(key, o->seed, idx, i);
+		rc = mkv_alloc(pool, o->value_size, &buf);
+		if (rc < 0) {
+			wfail(w, "mkv_alloc", mkv_why(rc));
+			goto out;
+		}
+		stamp(buf.data, val, o->value_size, key);
+		if (async)
+			rc = mkv_publish_async(pool, key, sizeof(key), &buf,
+					&t[(head + inflight) % o->window]);
+		else
+			rc = mkv_publish(pool, key, sizeof(key), &buf);
+		if (rc < 0) {
+			wfail(w, async ? "mkv_publish_async" : "mkv_publish",
+					mkv_why(rc));
+			(void)mkv_abort(pool, &buf);
+			goto out;
+		}
+		if (async)
+			inflight++;
+		else
+			w->done++;
+	}
+	while (inflight)
+		if (ticket_wait(pool, t, o->window, &head, &inflight, w) < 0)
+			goto out;
+	w->t_end = now_ns();
+out:
+	mkv_pool_close(&pool);
+	free(t);
+	free(val);
+	_exit(w->status ? EXIT_ERR : EXIT_OK);
+}
+
+/* A registry entry as marukv stores it (48 bytes). */
+struct peer_entry {
+	uint8_t version;
+	uint8_t flags;
+	uint16_t reserved0;
+	uint32_t reserved1;
+	uint64_t page, npages, length, checksum, txn;
+};
+_Static_assert(sizeof(struct peer_entry) == 48, "a marukv registry entry");
+
+static int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env)
+{
+	int rc = mdb_env_create(env);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_env_set_maxdbs(*env, 2)) || (rc = mdb_env_set_mapsize(*env, mapsize)) ||
+	    (rc = mdb_env_open(*env, file, MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags,
+			0666))) {
+		mdb_env_close(*env);
+		*env = NULL;
+	}
+	return rc;
+}
+
+static int peer_dbis(MDB_env *env, unsigned flags, MDB_dbi *entries, MDB_dbi *pages)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(env, NULL, flags & MDB_CREATE ? 0 : MDB_RDONLY, &txn);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, "entries", flags, entries)) ||
+	    (rc = mdb_dbi_open(txn, "pages", flags, pages))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const char *envfile,
+		const char *datafile, uint64_t idx, struct gate *g, struct wshared *sh)
+{
+	struct wout *w = &sh->out[idx];
+	size_t maplen = gm->data_pages * PAGE;
+	MDB_env *env = NULL;
+	MDB_dbi entries, pages;
+	uint8_t *map = MAP_FAILED;
+	void *val = value_make(o, idx);
+	int rc, fd;
+
+	if (!val) {
+		wfail(w, "writer", "out of memory");
+		goto out;
+	}
+	if ((rc = peer_env(envfile, gm->registry_size, 0, &env)) ||
+	    (rc = peer_dbis(env, 0, &entries, &pages))) {
+		wfail(w, "LMDB open", mdb_strerror(rc));
+		goto out;
+	}
+	fd = open(datafile, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+	}
+	if (map == MAP_FAILED) {
+		wfail(w, datafile, strerror(errno));
+		goto out;
+	}
+	if (gate_ready(g) < 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
+		goto out;
+	for (uint64_t i = 0; i < o->keys; i++) {
+		uint64_t page = (idx * o->keys + i) * gm->npages;
+		uint8_t key[BENCH_KEY_LEN], be[8];
+		struct peer_entry e = { .version = 1, .page = page, .npages = gm->npages,
+			.length = o->value_size };
+		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
+		MDB_val pk = { sizeof(be), be };
+		MDB_txn *txn;
+
+		key_make(key, o->seed, idx, i);
+		stamp(map + page * PAGE, val, o->value_size, key);
+		if (msync(map + page * PAGE, o->value_size, MS_SYNC) < 0) {
+			wfail(w, "msync", strerror(errno));
+			goto out;
+		}
+		for (int b = 0; b < 8; b++)
+			be[b] = (uint8_t)(page >> (56 - 8 * b));
+		if ((rc = mdb_txn_begin(env, NULL, 0, &txn))) {
+			wfail(w, "mdb_txn_begin", mdb_strerror(rc));
+			goto out;
+		}
+		e.txn = mdb_txn_id(txn);
+		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE)) ||
+		    (rc = mdb_put(txn, pages, &pk, &k, MDB_NOOVERWRITE))) {
+			mdb_txn_abort(txn);
+			wfail(w, "mdb_put", mdb_strerror(rc));
+			goto out;
+		}
+		if ((rc = mdb_txn_commit(txn))) {
+			wfail(w, "mdb_txn_commit", mdb_strerror(rc));
+			goto out;
+		}
+		w->done++;
+	}
+	w->t_end = now_ns();
+out:
+	if (map != MAP_FAILED)
+		munmap(map, maplen);
+	if (env)
+		mdb_env_close(env);
+	free(val);
+	_exit(w->status ? EXIT_ERR : EXIT_OK);
+}
+
+/* ---- runs ---------------------------------------------------------------------- */
+
+struct run {
+	const struct reg_opts *o;
+	const struct geom *gm;
+	enum mode mode;
+	const char *path;          /* marukv: the pool */
+	const char *envfile, *datafile;  /* LMDB */
+};
+
+/*
+ * Fork the writers, start them together, reap them; the rate of the run
+ * in registrations per second.  EXIT_OK or EXIT_ERR (reported).
+ */
+static int run_writers(const struct run *r, double *rate)
+{
+	uint64_t n = r->gm->writers, forked = 0, t0 = 0, tmax = 0, total = 0;
+	size_t shlen = sizeof(struct wshared) + n * sizeof(struct wout);
+	struct wshared *sh = shared_alloc(shlen);
+	pid_t *pids = calloc(n, sizeof(*pids));
+	struct gate g;
+	int status = EXIT_OK;
+
+	if (!sh || !pids || gate_init(&g) < 0) {
+		fprintf(stderr, PROG " " CMD ": %s\n", sh && pids ? strerror(errno) :
+				"out of memory");
+		shared_free(sh, shlen);
+		free(pids);
+		return EXIT_ERR;
+	}
+	for (; forked < n; forked++) {
+		pid_t pid = child_fork(CMD);
+
+		if (pid < 0) {
+			status = EXIT_ERR;
+			break;
+		}
+		if (pid == 0) {
+			gate_child(&g);
+			if (r->mode == M_LMDB)
+				writer_lmdb(r->o, r->gm, r->envfile, r->datafile, forked, &g, sh);
+			else
+				writer_mkv(r->o, r->path, forked, r->mode == M_ASYNC, &g, sh);
+		}
+		pids[forked] = pid;
+	}
+	gate_parent(&g);
+	if (status == EXIT_OK && gate_wait(&g, n) < 0)
+		status = EXIT_ERR;     /* a writer failed to get ready: its message follows */
+	if (status != EXIT_OK)
+		__atomic_store_n(&sh->abort, 1, __ATOMIC_RELEASE);
+	t0 = now_ns();
+	gate_open(&g);
+	for (uint64_t i = 0; i < forked; i++) {
+		const struct wout *w = &sh->out[i];
+		int rc = child_reap(pids[i], CMD, "writer", 0);
+
+		if (rc != 0)
+			status = EXIT_ERR;
+		if (w->status) {
+			fprintf(stderr, PROG " " CMD ": %s writer %" PRIu64 ": %s\n",
+					mode_name[r->mode], i, w->msg);
+			status = EXIT_ERR;
+		}
+	}
+	for (uint64_t i = 0; i < forked && status == EXIT_OK; i++) {
+		total += sh->out[i].done;
+		if (sh->out[i].t_end > tmax)
+			tmax = sh->out[i].t_end;
+	}
+	gate_close(&g);
+	if (status == EXIT_OK && (total != n * r->o->keys || tmax <= t0)) {
+		fprintf(stderr, PROG " " CMD ": %s: %" PRIu64 " of %" PRIu64
+				" registrations done\n", mode_name[r->mode], total, n * r->o->keys);
+		status = EXIT_ERR;
+	}
+	if (status == EXIT_OK)
+		*rate = (double)total * 1e9 / (double)(tmax - t0);
+	shared_free(sh, shlen);
+	free(pids);
+	return status;
+}
+
+static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
+		const char *dir, double *rate)
+{
+	struct mkv_opts *opts = NULL;
+	struct mkv_pool *pool = NULL;
+	struct mkv_stat st;
+	char *path = path_join(dir, "pool");
+	struct run r = { .o = o, .gm = gm, .mode = mode, .path = path };
+	int rc, status = EXIT_ERR;
+
+	if (!path) {
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+		return EXIT_ERR;
+	}
+	rc = mkv_opts_new(&opts);
+	if (!rc)
+		rc = mkv_opts_set_page_size(opts, PAGE);
+	if (!rc)
+		rc = mkv_opts_set_data_size(opts, gm->data_pages * PAGE);
+	if (!rc)
+		rc = mkv_opts_set_max_clients(opts, (uint32_t)gm->max_clients);
+	if (!rc)
+		rc = mkv_pool_open(path, MKV_CREATE, opts, &pool);
+	mkv_opts_delete(&opts);
+	if (!rc)
+		rc = mkv_pool_stat(pool, &st);
+	if (rc) {
+		fprintf(stderr, PROG " " CMD ": %s: %s\n", path, mkv_why(rc));
+		goto out;
+	}
+	if (st.lease_holder_pid != (uint32_t)getpid()) {
+		fprintf(stderr, PROG " " CMD ": %s: the lease holder is pid %" PRIu32
+				", not this process (%ld)\n", path, st.lease_holder_pid,
+				(long)getpid());
+		goto out;
+	}
+	gm->registry_size = st.registry_size;
+	status = run_writers(&r, rate);
+	if (status != EXIT_OK)
+		goto out;
+	rc = mkv_pool_stat(pool, &st);
+	if (rc) {
+		fprintf(stderr, PROG " " CMD ": %s: %s\n", path, mkv_why(rc));
+		status = EXIT_ERR;
+	} else if (st.entries != gm->writers * o->keys) {
+		fprintf(stderr, PROG " " CMD ": %s: %" PRIu64 " entries after %" PRIu64
+				" acknowledged publishes\n", mode_name[mode], st.entries,
+				gm->writers * o->keys);
+		status = EXIT_VERIFY;
+	}
+out:
+	mkv_pool_close(&pool);
+	free(path);
+	return status;
+}
+
+static int lmdb_fail(const char *what, int rc)
+{
+	fprintf(stderr, PROG " " CMD ": LMDB peer: %s: %s\n", what, mdb_strerror(rc));
+	return EXIT_ERR;
+}
+
+static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char *dir,
+		double *rate)
+{
+	char *envfile = path_join(dir, "registry.mdb"), *datafile = path_join(dir, "data");
+	struct run r = { .o = o, .gm = gm, .mode = M_LMDB, .envfile = envfile,
+		.datafile = datafile };
+	MDB_env *env = NULL;
+	MDB_dbi entries, pages;
+	MDB_txn *txn;
+	MDB_stat se, sp;
+	int rc, fd, status = EXIT_ERR;
+
+	if (!envfile || !datafile) {
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+		goto out;
+	}
+	/* Created and preallocated like marukv's registry, closed before the fork. */
+	if ((rc = peer_env(envfile, gm->registry_size, 0, &env)) ||
+	    (rc = peer_dbis(env, MDB_CREATE, &entries, &pages)) ||
+	    (rc = mdb_env_get_fd(env, &fd))) {
+		status = lmdb_fail("create", rc);
+		goto out;
+	}
+	if ((rc = posix_fallocate(fd, 0, (off_t)gm->registry_size))) {
+		fprintf(stderr, PROG " " CMD ": %s: %s\n", envfile, strerror(rc));
+		goto out;
+	}
+	mdb_env_close(env);
+	env = NULL;
+	fd = open(datafile, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	rc = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)(gm->data_pages * PAGE));
+	if (fd >= 0 && close(fd) < 0 && !rc)
+		rc = errno;
+	if (rc) {
+		fprintf(stderr, PROG " " CMD ": %s: %s\n", datafile, strerror(rc));
+		goto out;
+	}
+	status = run_writers(&r, rate);
+	if (status != EXIT_OK)
+		goto out;
+	if ((rc = peer_env(envfile, gm->registry_size, MDB_RDONLY, &env)) ||
+	    (rc = peer_dbis(env, 0, &entries, &pages)) ||
+	    (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) {
+		status = lmdb_fail("check", rc);
+		goto out;
+	}
+	rc = mdb_stat(txn, entries, &se);
+	if (!rc)
+		rc = mdb_stat(txn, pages, &sp);
+	mdb_txn_abort(txn);
+	if (rc) {
+		status = lmdb_fail("check", rc);
+	} else if (se.ms_entries != gm->writers * o->keys || sp.ms_entries != se.ms_entries) {
+		fprintf(stderr, PROG " " CMD ": lmdb: %zu entries and %zu pages after %" PRIu64
+				" commits\n", se.ms_entries, sp.ms_entries, gm->writers * o->keys);
+		status = EXIT_VERIFY;
+	}
+out:
+	if (env)
+		mdb_env_close(env);
+	free(envfile);
+	free(datafile);
+	return status;
+}
+
+/* One mode of one repeat, in a scratch directory of its own. */
+static int run_one(const struct reg_opts *o, struct geom *gm, enum mode mode, double *rate)
+{
+	char *dir = scratch_dir(o->dir, CMD);
+	int status;
+
+	if (!dir)
+		return EXIT_ERR;
+	if (mode == M_LMDB)
+		status = run_lmdb(o, gm, dir, rate);
+	else
+		status = run_marukv(o, gm, mode, dir, rate);
+	if (scratch_remove(dir, CMD) < 0 && status == EXIT_OK)
+		status = EXIT_ERR;
+	free(dir);
+	return status;
+}
+
+/* ---- results -------------------------------------------------------------------- */
+
+struct row {
+	uint64_t writers;
+	struct summary rate[M_COUNT];
+	struct summary ratio_sync, ratio_async;
+};
+
+static void range(char *buf, size_t len, const struct summary *s)
+{
+	snprintf(buf, len, "%.0f (%.0f..%.0f)", s->median, s->min, s->max);
+}
+
+static void print_text(const struct reg_opts *o, const struct row *rows, size_t n)
+{
+	char col[M_COUNT][64], async[32];
+
+	printf("register: %" PRIu64 " keys x %" PRIu64 " bytes per writer, %" PRIu64
+			" run%s per row, %s; registrations/s: median (min..max)\n",
+			o->keys, o->value_size, o->repeat, o->repeat == 1 ? "" : "s", o->dir);
+	snprintf(async, sizeof(async), "marukv async(%" PRIu64 ")", o->window);
+	printf("%7s  %-26s %-26s %-26s %9s %10s\n", "writers", "marukv sync", async,
+			"raw LMDB", "sync/LMDB", "async/LMDB");
+	for (size_t i = 0; i < n; i++) {
+		for (int m = 0; m < M_COUNT; m++)
+			range(col[m], sizeof(col[m]), &rows[i].rate[m]);
+		printf("%7" PRIu64 "  %-26s %-26s %-26s %9.2f %10.2f\n", rows[i].writers,
+				col[M_SYNC], col[M_ASYNC], col[M_LMDB], rows[i].ratio_sync.median,
+				rows[i].ratio_async.median);
+	}
+}
+
+static void print_json(const struct reg_opts *o, const struct row *rows, size_t n)
+{
+	printf("{\n  \"command\": \"register\",\n  \"dir\": ");
+	json_string(stdout, o->dir);
+	printf(",\n  \"keys\": %" PRIu64 ",\n  \"value_size\": %" PRIu64
+			",\n  \"window\": %" PRIu64 ",\n  \"repeat\": %" PRIu64
+			",\n  \"seed\": %" PRIu64 ",\n  \"rows\": [",
+			o->keys, o->value_size, o->window, o->repeat, o->seed);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s\n    {\n      \"writers\": %" PRIu64, i ? "," : "", rows[i].writers);
+		for (int m = 0; m < M_COUNT; m++) {
+			const struct summary *s = &rows[i].rate[m];
+
+			printf(",\n      \"%s\": { \"median\": ", mode_name[m]);
+			json_number(stdout, s->median, 0);
+			printf(", \"min\": ");
+			json_number(stdout, s->min, 0);
+			printf(", \"max\": ");
+			json_number(stdout, s->max, 0);
+			printf(" }");
+		}
+		printf(",\n      \"ratio_sync_lmdb\": ");
+		json_number(stdout, rows[i].ratio_sync.median, 4);
+		printf(",\n      \"ratio_async_lmdb\": ");
+		json_number(stdout, rows[i].ratio_async.median, 4);
+		printf("\n    }");
+	}
+	printf("\n  ]\n}\n");
+}
+
+int cmd_register(int argc, char **argv)
+{
+	struct reg_opts o = {
+		.writers = { 1, 2, 4, 8 }, .nwriters = 4, .keys = 5000, .value_size = 4096,
+		.repeat = 5, .window = 8, .seed = 1, .dir = "/dev/shm",
+	};
+	struct row rows[MAX_ROWS];
+	double *v[M_COUNT + 2] = { NULL };
+	int rc, status = EXIT_OK;
+
+	rc = reg_parse(argc, argv, &o);
+	if (rc)
+		return rc > 0 ? EXIT_OK : EXIT_ERR;
+	for (int m = 0; m < M_COUNT + 2; m++)
+		if (!(v[m] = calloc(o.repeat, sizeof(double)))) {
+			fprintf(stderr, PROG " " CMD ": out of memory\n");
+			status = EXIT_ERR;
+			goto out;
+		}
+	for (size_t i = 0; i < o.nwriters && status == EXIT_OK; i++) {
+		struct geom gm = { .writers = o.writers[i] };
+		uint64_t need;
+
+		gm.npages = (o.value_size + PAGE - 1) / PAGE;
+		gm.max_clients = gm.writers + 1 > MKV_DEFAULT_MAX_CLIENTS ?
+			gm.writers + 1 : MKV_DEFAULT_MAX_CLIENTS;
+		/*
+		 * Room for every value plus a quarter, and at least enough
+		 * that a writer's page grants come in batches of four values
+		 * (the library caps them at pages / (4 x max_clients)).
+		 */
+		need = gm.writers * o.keys * gm.npages;
+		gm.data_pages = need + need / 4;
+		if (gm.data_pages < 16 * gm.max_clients * gm.npages)
+			gm.data_pages = 16 * gm.max_clients * gm.npages;
+		rows[i].writers = gm.writers;
+		for (uint64_t r = 0; r < o.repeat && status == EXIT_OK; r++) {
+			for (int m = 0; m < M_COUNT && status == EXIT_OK; m++)
+				status = run_one(&o, &gm, (enum mode)m, &v[m][r]);
+			if (status == EXIT_OK) {
+				v[M_COUNT][r] = v[M_SYNC][r] / v[M_LMDB][r];
+				v[M_COUNT + 1][r] = v[M_ASYNC][r] / v[M_LMDB][r];
+			}
+		}
+		if (status != EXIT_OK)
+			break;
+		rc = 0;
+		for (int m = 0; m < M_COUNT; m++)
+			rc |= summarize(v[m], o.repeat, &rows[i].rate[m]);
+		rc |= summarize(v[M_COUNT], o.repeat, &rows[i].ratio_sync);
+		rc |= summarize(v[M_COUNT + 1], o.repeat, &rows[i].ratio_async);
+		if (rc < 0) {
+			fprintf(stderr, PROG " " CMD ": out of memory\n");
+			status = EXIT_ERR;
+		}
+	}
+	if (status == EXIT_OK) {
+		if (o.json)
+			print_json(&o, rows, o.nwriters);
+		else
+			print_text(&o, rows, o.nwriters);
+	}
+out:
+	for (int m = 0; m < M_COUNT + 2; m++)
+		free(v[m]);
+	return status;
+}
