@@ -17,6 +17,11 @@
  * Every txn first checks the generation stored in the registry's meta: a
  * holder whose generation is below it has been superseded and aborts
  * (fencing by the storage itself, whatever its clock believed).
+ *
+ * Requests from the rings are applied exactly once: the txn that applies
+ * one successfully also records its answer under its request entry, and a
+ * request found recorded (a holder died after committing, before
+ * answering) gets the recorded answer instead of being applied again.
  */
 #include "config.h"
 
@@ -253,6 +258,42 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	return mkv_err(MKV_E_INVAL, "commit: unknown request %d", (int)r->op);
 }
 
+/* Whether the registry recorded this request as applied; its answer if so. */
+static int
+replay(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r)
+{
+	uint64_t id = htobe64(r->rq);
+	MDB_val k = { sizeof(id), &id }, d;
+	struct mkv_answer_rec a;
+	int rc = mdb_get(txn, p->reg.answers, &k, &d);
+
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return mkv_err_mdb(rc, "answers");
+	if (d.mv_size != sizeof(a))
+		return mkv_err(MKV_E_CORRUPT, "pool %s: answer record of %zu bytes", p->path,
+				d.mv_size);
+	memcpy(&a, d.mv_data, sizeof(a));
+	if (a.inc != r->inc || a.seq != r->seq)
+		return 0;
+	r->result = a.result;
+	r->ext = (struct mkv_extent){ a.page, a.npages };
+	r->replayed = true;
+	return 0;
+}
+
+static int
+record(struct mkv_pool *p, MDB_txn *txn, const struct mkv_req *r)
+{
+	uint64_t id = htobe64(r->rq);
+	struct mkv_answer_rec a = { r->inc, r->seq, r->result, 0, r->ext.page, r->ext.npages };
+	MDB_val k = { sizeof(id), &id }, d = { sizeof(a), &a };
+	int rc = mdb_put(txn, p->reg.answers, &k, &d, 0);
+
+	return rc ? mkv_err_mdb(rc, "answers") : 0;
+}
+
 /* The storage's own fence: refuse to commit under a superseded generation. */
 static int
 fence(struct mkv_pool *p, MDB_txn *txn)
@@ -303,9 +344,19 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	for (; applied < n; applied++) {
 		struct mkv_req *r = &reqs[applied];
 
+		if (r->seq && (fatal = replay(p, txn, r))) {
+			applied++;
+			break;
+		}
+		if (r->replayed)
+			continue;
 		r->result = apply(p, txn, r, &b);
 		if (r->result && !benign(r->result)) {
 			fatal = r->result;
+			applied++;
+			break;
+		}
+		if (r->seq && r->result == 0 && (fatal = record(p, txn, r))) {
 			applied++;
 			break;
 		}
@@ -333,6 +384,8 @@ done:
 	for (unsigned i = 0; i < n; i++) {
 		struct mkv_req *r = &reqs[i];
 
+		if (r->replayed)
+			continue;
 		if (i >= applied || fatal == MKV_E_FENCED)
 			r->result = fatal;
 		else if (fatal && (r->op == MKV_OP_PUBLISH || r->op == MKV_OP_DEL) &&

@@ -48,7 +48,7 @@ void mkv_unmap(struct mkv_mapping *m);
 /* registry.c: the LMDB environment */
 struct mkv_registry {
 	MDB_env *env;
-	MDB_dbi entries, pages, freed, meta;
+	MDB_dbi entries, pages, freed, meta, answers;
 	pthread_mutex_t lock;  /* guards the read-txn cache */
 	MDB_txn **rtxn;        /* reset read txns ready for renew */
 	unsigned nrtxn, cap;
@@ -268,7 +268,8 @@ struct mkv_req {
 	uint64_t length;        /* PUBLISH */
 	int result;
 	unsigned rq;            /* ring entry it came from (holder side) */
-	uint32_t seq;
+	uint32_t seq;           /* its sequence number; 0 for the holder's own calls */
+	bool replayed;          /* answered from the registry's record of it */
 };
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);

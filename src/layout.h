@@ -31,6 +31,7 @@
 #define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 1U
+#define MKV_REGISTRY_FORMAT 2U
 #define MKV_SUPER_ALIGN 4096U
 
 struct mkv_super {
@@ -190,6 +191,23 @@ struct mkv_entry {
 	uint64_t txn;          /* registry txn that published it */
 };
 static_assert(sizeof(struct mkv_entry) == 48, "mkv_entry is fixed-width");
+
+/*
+ * Registry value of `answers`, keyed by the request entry (slot, index as
+ * big-endian u32 pairs): the last request from it that the holder applied
+ * and what it answered.  Written in the txn that applies the request, so a
+ * request re-drained after a takeover gets this answer instead of being
+ * applied twice.
+ */
+struct mkv_answer_rec {
+	uint32_t inc;          /* incarnation of the client that asked */
+	uint32_t seq;          /* its sequence number */
+	int32_t result;
+	uint32_t reserved;
+	uint64_t page;         /* GRANT: the extent granted; DEL: the extent freed */
+	uint64_t npages;
+};
+static_assert(sizeof(struct mkv_answer_rec) == 32, "mkv_answer_rec is fixed-width");
 
 /* An extent of pages, as stored in `freed` values (an array of them). */
 struct mkv_extent {

@@ -5,7 +5,8 @@
  *   entries  user key -> struct mkv_entry
  *   pages    first page (big-endian u64) -> user key
  *   freed    txn id (big-endian u64) -> struct mkv_extent[] released in it
- *   meta     name -> value (format, uuid, geometry, counters)
+ *   meta     name -> value (format, uuid, geometry, counters, generation)
+ *   answers  request entry -> the last request applied from it, and its answer
  * The map size is fixed to the preallocated file's size, so no process ever
  * resizes the map under another.  Read transactions are reused: reset after
  * use and renewed for the next lookup.
@@ -39,7 +40,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	}
 	if ((rc = mdb_env_create(&p->reg.env)))
 		return mkv_err_mdb(rc, "registry: mdb_env_create");
-	if ((rc = mdb_env_set_maxdbs(p->reg.env, 4)) ||
+	if ((rc = mdb_env_set_maxdbs(p->reg.env, 5)) ||
 	    (rc = mdb_env_set_mapsize(p->reg.env, sb->registry_size)) ||
 	    (rc = mdb_env_set_maxreaders(p->reg.env, readers_for(sb))))
 		return mkv_err_mdb(rc, "registry: configure");
@@ -56,11 +57,12 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 static int
 dbis_open(struct mkv_pool *p, MDB_txn *txn, unsigned flags)
 {
-	static const char *const names[] = { "entries", "pages", "freed", "meta" };
-	MDB_dbi *dbis[] = { &p->reg.entries, &p->reg.pages, &p->reg.freed, &p->reg.meta };
+	static const char *const names[] = { "entries", "pages", "freed", "meta", "answers" };
+	MDB_dbi *dbis[] = { &p->reg.entries, &p->reg.pages, &p->reg.freed, &p->reg.meta,
+			&p->reg.answers };
 	int rc;
 
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < 5; i++) {
 		rc = mdb_dbi_open(txn, names[i], flags, dbis[i]);
 		if (rc == MDB_NOTFOUND)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its %s database",
@@ -113,7 +115,7 @@ mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb)
 		goto out;
 	}
 	if ((rc = dbis_open(p, txn, MDB_CREATE)) ||
-	    (rc = mkv_reg_meta_put(p, txn, "format", MKV_ENTRY_VERSION)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "format", MKV_REGISTRY_FORMAT)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "page_size", sb->page_size)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "nr_pages", sb->nr_pages)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "bytes", 0)) ||
@@ -183,13 +185,23 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 		mkv_log(MKV_LOG_INFO, "pool %s: cleared %d stale registry readers", p->path, stale);
 	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
 		return mkv_err_mdb(rc, "registry: begin");
-	if ((rc = dbis_open(p, txn, 0)) || (rc = mkv_reg_meta_get(p, txn, "format", &format)))
-		goto out;
-	if (format != MKV_ENTRY_VERSION) {
-		rc = mkv_err(MKV_E_VERSION, "pool %s: registry format %llu; this library reads %u",
-				p->path, (unsigned long long)format, MKV_ENTRY_VERSION);
+	/* the format first: an older registry may lack a database */
+	rc = mdb_dbi_open(txn, "meta", 0, &p->reg.meta);
+	if (rc) {
+		rc = rc == MDB_NOTFOUND ?
+			mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its meta database", p->path) :
+			mkv_err_mdb(rc, "registry: open database");
 		goto out;
 	}
+	if ((rc = mkv_reg_meta_get(p, txn, "format", &format)))
+		goto out;
+	if (format != MKV_REGISTRY_FORMAT) {
+		rc = mkv_err(MKV_E_VERSION, "pool %s: registry format %llu; this library reads %u",
+				p->path, (unsigned long long)format, MKV_REGISTRY_FORMAT);
+		goto out;
+	}
+	if ((rc = dbis_open(p, txn, 0)))
+		goto out;
 	rc = mdb_get(txn, p->reg.meta, &k, &d);
 	if (rc || d.mv_size != sizeof(sb->uuid) || memcmp(d.mv_data, sb->uuid, d.mv_size)) {
 		rc = mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb belongs to another pool", p->path);
