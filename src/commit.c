@@ -294,21 +294,28 @@ record(struct mkv_pool *p, MDB_txn *txn, const struct mkv_req *r)
 	return rc ? mkv_err_mdb(rc, "answers") : 0;
 }
 
-/* The storage's own fence: refuse to commit under a superseded generation. */
+/*
+ * The storage's own fence: refuse to commit under a token (generation,
+ * holder) below the one stored; store ours when it is above.
+ */
 static int
 fence(struct mkv_pool *p, MDB_txn *txn)
 {
-	uint64_t stored;
-	int rc = mkv_reg_meta_get(p, txn, "generation", &stored);
+	uint64_t gen, holder, mine = p->h.generation, me = p->h.holder_id;
+	int rc;
 
-	if (rc)
+	if ((rc = mkv_reg_meta_get(p, txn, "generation", &gen)) ||
+	    (rc = mkv_reg_meta_get(p, txn, "holder", &holder)))
 		return rc;
-	if (stored > p->h.generation)
-		return mkv_err(MKV_E_FENCED, "pool %s: generation %llu superseded by %llu", p->path,
-				(unsigned long long)p->h.generation, (unsigned long long)stored);
-	if (stored < p->h.generation)
-		return mkv_reg_meta_put(p, txn, "generation", p->h.generation);
-	return 0;
+	if (gen > mine || (gen == mine && holder > me))
+		return mkv_err(MKV_E_FENCED, "pool %s: lease token %llu/%llx superseded by %llu/%llx",
+				p->path, (unsigned long long)mine, (unsigned long long)me,
+				(unsigned long long)gen, (unsigned long long)holder);
+	if (gen == mine && holder == me)
+		return 0;
+	if ((rc = mkv_reg_meta_put(p, txn, "generation", mine)))
+		return rc;
+	return mkv_reg_meta_put(p, txn, "holder", me);
 }
 
 /*

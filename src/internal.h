@@ -81,6 +81,7 @@ struct mkv_holder {
 	bool thread_running;
 	pthread_t thread;
 	uint64_t generation;      /* ours while holding */
+	uint64_t holder_id;       /* who we are as holder: node, slot, incarnation */
 	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
 	int node_lock_fd;         /* node-local lock file, flock()ed while holding */
 	/* watching another holder's heartbeat, by our own clock */
@@ -202,6 +203,10 @@ void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);
 bool mkv_lease_served(struct mkv_pool *p);
 bool mkv_lease_free(const struct mkv_pool *p);
+static inline uint64_t mkv_holder_id(const struct mkv_pool *p)
+{
+	return ((uint64_t)(p->node_idx + 1) << 56) | ((uint64_t)p->slot << 32) | p->incarnation;
+}
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);

@@ -18,9 +18,15 @@
  * A node that stops inside the bakery would block the others forever, so
  * a waiter skips a node whose beat stood still for a lease period.  The
  * holder stops writing when it could not renew within half a period
- * (self-fencing), and every registry commit checks the holder's
- * generation against the one stored in the registry (commit.c), which is
- * what protects the registry from a holder that was paused past expiry.
+ * (self-fencing), and every registry commit checks the holder's token
+ * against the one stored in the registry (commit.c), which is what
+ * protects the registry from a holder that was paused past expiry.
+ *
+ * The token is the pair (generation, holder identity), compared in that
+ * order.  Generations alone are not enough: a contender paused after its
+ * re-check inside the critical section, and skipped as dead meanwhile,
+ * writes the same generation as the node that went ahead (spin finds this
+ * split brain in t/lease.pml); the identity breaks the tie in storage.
  */
 #include "config.h"
 
@@ -305,14 +311,18 @@ mkv_lease_served(struct mkv_pool *p)
 	return p->h.holding || !mkv_lease_expired(p);
 }
 
-/* Holding, renewed recently enough, and nobody took over. */
+/* Holding, renewed recently enough, and the record still names us. */
 bool
 mkv_lease_valid(struct mkv_pool *p)
 {
 	struct mkv_holder *h = &p->h;
+	struct lease_view v;
 
-	return h->holding && mkv_now_ns() - h->last_renew_ns < p->lease_period_ns / 2 &&
-		LOAD(p->state->lease.generation) == h->generation;
+	if (!h->holding || mkv_now_ns() - h->last_renew_ns >= p->lease_period_ns / 2)
+		return false;
+	lease_read(p, &v);
+	return v.generation == h->generation && v.node == p->node_idx + 1 &&
+		v.slot == p->slot && v.pid == (uint32_t)getpid();
 }
 
 /* Stop holding, without touching the lease record (it is not ours to clear). */
@@ -388,6 +398,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		return -EAGAIN;
 	h->holding = true;
 	h->generation = now.generation + 1;
+	h->holder_id = mkv_holder_id(p);
 	h->last_renew_ns = mkv_now_ns();
 	mkv_log(MKV_LOG_INFO, "pool %s: lease taken: node %s slot %u pid %u generation %llu",
 			p->path, p->node_name, p->slot, (unsigned)getpid(),
