@@ -124,7 +124,22 @@ struct mkv_stat {
 	char lease_holder_node[MKV_NODE_NAME_MAX + 1]; /**< holder's node name, "" if none */
 	int64_t lease_heartbeat_age_ms; /**< now minus the holder's last heartbeat, by wall clocks; -1 if none */
 	uint64_t requests_pending; /**< registrations waiting for the holder */
-	uint64_t reserved_[8];
+	uint64_t hits;            /**< lookups that found their key, since creation */
+	uint64_t misses;          /**< lookups that did not */
+	uint64_t evictions;       /**< keys evicted, since creation */
+	uint32_t backing;         /**< enum mkv_backing of the data arena */
+	uint32_t client_timeout_ms; /**< the pool's client timeout */
+	char dax_device[32];      /**< devdax: the device's name (daxX.Y), else "" */
+	uint64_t dax_align;       /**< devdax: its alignment in bytes, else 0 */
+	uint64_t reserved_[4];
+};
+
+/** What backs a pool's data arena. */
+enum mkv_backing {
+	MKV_BACKING_FILE = 0,   /**< a page-cache file on a non-DAX filesystem */
+	MKV_BACKING_TMPFS = 1,  /**< a file on tmpfs (shared memory) */
+	MKV_BACKING_FSDAX = 2,  /**< a file on a DAX filesystem (cache line flushes) */
+	MKV_BACKING_DEVDAX = 3, /**< a device-DAX node, identified with libdaxctl */
 };
 
 /** @defgroup version Version
@@ -215,6 +230,15 @@ MKV_EXPORT int mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
  * Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms);
+/** Default client timeout: 10000 ms. */
+#define MKV_DEFAULT_CLIENT_TIMEOUT_MS 10000U
+/**
+ * Client timeout, 100 ms to 1 h (creation parameter): a client on another
+ * node whose heartbeat stood still this long is dead, and what it held is
+ * reclaimed.  (Clients on the same node are judged by their process.)
+ * Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms);
 /**
  * Name of the node (host) this handle runs on, 1 to MKV_NODE_NAME_MAX
  * characters of [A-Za-z0-9._-] (an open parameter, used on every open).
@@ -229,7 +253,8 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
  * @{ */
 #define MKV_CREATE 0x1U  /**< create the pool (and its directory) if absent */
 #define MKV_RDONLY 0x2U  /**< look up and read only; write calls get MKV_E_RDONLY */
-#define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY)
+#define MKV_VERIFY 0x4U  /**< mkv_get() and mkv_get_batch() check each value's checksum */
+#define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY)
 
 /**
  * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it
@@ -264,26 +289,102 @@ MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
  * Errors: MKV_E_INVAL, MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st);
+/**
+ * A progress callback for the long pool-wide calls (verify, reclaim,
+ * evict): @p done of @p total units so far.  Called from the calling
+ * thread, at most a few times a second.
+ */
+typedef void (*mkv_progress_fn)(uint64_t done, uint64_t total, void *arg);
+/** Install a progress callback on this handle (NULL: none). */
+MKV_EXPORT void mkv_pool_set_progress(struct mkv_pool *pool, mkv_progress_fn fn, void *arg);
+
+#define MKV_VERIFY_DEEP 0x1U  /**< also check every value's checksum */
+#define MKV_VERIFY_VALID MKV_VERIFY_DEEP
 /** What mkv_pool_verify() found. */
 struct mkv_verify {
 	uint64_t entries;         /**< registry entries checked */
 	uint64_t pages_used;      /**< pages of those entries */
 	uint64_t pages_quarantined; /**< pages in quarantine records */
 	uint64_t pages_leaked;    /**< pages marked taken that nothing owns (reclaimable) */
-	uint64_t problems;        /**< inconsistencies: overlaps, bad records, a used page marked free */
+	uint64_t checksums_checked; /**< values whose checksum was checked (MKV_VERIFY_DEEP) */
+	uint64_t checksums_bad;   /**< of those, values whose bytes do not match */
+	uint64_t problems;        /**< inconsistencies: overlaps, bad records, a used page
+	                               marked free, a bad checksum */
 	char first_problem[256];  /**< the first problem, "" if none */
 };
 /**
  * Check the registry against the page table in one snapshot: every entry's
  * pages in the arena and marked used, no page owned by two entries, the
  * pages index matching the entries, quarantine records disjoint from
- * entries.  Leaked pages (marked taken, owned by nothing) are counted but
- * are not problems: the lease holder reclaims them.
+ * entries; with MKV_VERIFY_DEEP, every value's bytes against the checksum
+ * recorded when it was published.  Leaked pages (marked taken, owned by
+ * nothing) are counted but are not problems: the lease holder reclaims
+ * them.
  * Returns 0 if there is no problem, MKV_E_CORRUPT if there are (see
- * @p report); MKV_E_INVAL (a NULL argument), MKV_E_NOMEM, MKV_E_INTERNAL
- * if the check could not run.
+ * @p report); MKV_E_INVAL (a NULL argument, unknown flags), MKV_E_NOMEM,
+ * MKV_E_INTERNAL if the check could not run.
  */
-MKV_EXPORT int mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report);
+MKV_EXPORT int mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report);
+
+#define MKV_DRY_RUN 0x1U  /**< report what would be done, change nothing */
+/** What mkv_pool_reclaim() did (or, with MKV_DRY_RUN, would do). */
+struct mkv_reclaim {
+	uint32_t clients;         /**< dead clients whose slots were freed */
+	uint32_t readers;         /**< stale registry (LMDB) readers cleared */
+	uint64_t pins;            /**< pins of dead clients dropped */
+	uint64_t pages;           /**< granted or leaked pages returned to the free set */
+	uint64_t requests;        /**< dead clients' pending requests answered or dropped */
+	uint64_t reserved_[4];
+};
+/**
+ * Reclaim what dead clients left: their slots, pins, granted pages and
+ * pending requests, and stale LMDB readers.  The lease holder does this on
+ * its own all the time; this call does it now (through the holder, taking
+ * the lease if nobody holds it).  A client on this node is dead when its
+ * process is gone; on another node, when its heartbeat stood still for the
+ * pool's client timeout.
+ * Errors: MKV_E_INVAL (NULL, unknown flags), MKV_E_RDONLY (without
+ * MKV_DRY_RUN), MKV_E_INTERNAL.
+ */
+MKV_EXPORT int mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *report);
+
+/** What mkv_pool_evict() did (or would do). */
+struct mkv_evict {
+	uint64_t keys;            /**< keys evicted */
+	uint64_t pages;           /**< their pages (quarantined until readers let go) */
+	uint64_t pages_free;      /**< free pages after the call */
+	uint64_t reserved_[4];
+};
+/**
+ * Evict keys until at least @p free_pct percent of the pages are free or
+ * quarantined (cold values first, by the access hints readers leave), as
+ * the holder would when the pool runs low.  Views of evicted keys stay
+ * valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
+ * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_INTERNAL.
+ */
+MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
+		struct mkv_evict *report);
+
+/** One client slot in use, from mkv_pool_clients(). */
+struct mkv_client {
+	uint32_t slot;
+	uint32_t pid;             /**< on its node */
+	char node[MKV_NODE_NAME_MAX + 1];
+	uint8_t alive;            /**< 0 if known dead (awaiting reclamation) */
+	uint8_t rdonly;           /**< opened MKV_RDONLY */
+	uint8_t holder;           /**< holds the lease */
+	uint8_t reserved0;
+	uint64_t pin;             /**< registry txn its oldest view may have seen; 0 none */
+	uint64_t pages_granted;   /**< pages granted to it, unpublished */
+	int64_t heartbeat_age_ms; /**< since its last heartbeat, by wall clocks */
+	uint64_t reserved_[4];
+};
+/**
+ * The clients of the pool: up to @p max entries into @p out, the number of
+ * clients in use into *n (may exceed max).  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max,
+		size_t *n);
 /** Directory of an open pool; owned by the handle. NULL for NULL. */
 MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
 /** @} */

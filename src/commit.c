@@ -28,6 +28,7 @@
 #include <endian.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -96,6 +97,7 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		.page = r->ext.page,
 		.npages = r->ext.npages,
 		.length = r->length,
+		.checksum = r->checksum,
 		.txn = mdb_txn_id(txn),
 	};
 	uint64_t be = htobe64(r->ext.page), grant = mkv_grant_word(r->slot, r->inc);
@@ -232,6 +234,61 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)b->bytes);
 }
 
+/*
+ * Evict cold values until free and quarantined pages reach the percentage
+ * asked: a clock hand sweeps the pages; a value whose first page readers
+ * touched since the last sweep loses the mark and stays (second chance).
+ */
+static int
+apply_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+{
+	uint64_t want = (p->nr_pages * r->ext.npages + 99) / 100, have = 0, scanned = 0;
+	uint64_t evicted = 0;
+	uint64_t hand = p->state->clock, total;
+	int rc = 0;
+
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+
+		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
+	}
+	for (size_t i = 0; i < b->dels.n; i++)
+		have += b->dels.v[i].ext.npages;
+	while (have < want && scanned < 2 * p->nr_pages) {
+		uint64_t be, step = 1;
+		MDB_val pk = { sizeof(be), &be }, k;
+
+		if (hand >= p->nr_pages)
+			hand = 0;
+		be = htobe64(hand);
+		if (MKV_PG_STATE(mkv_pt_load(p, hand)) == MKV_PG_USED &&
+		    mdb_get(txn, p->reg.pages, &pk, &k) == 0) {
+			if (__atomic_exchange_n(&p->hints[hand], 0, __ATOMIC_RELAXED) == 0) {
+				struct mkv_req d = { .op = MKV_OP_DEL, .key = k.mv_data, .klen = k.mv_size };
+				uint8_t key[MKV_KEY_MAX];
+
+				memcpy(key, k.mv_data, k.mv_size);
+				d.key = key;
+				if ((rc = apply_del(p, txn, &d, b)))
+					break;
+				have += d.ext.npages;
+				step = d.ext.npages;
+				evicted++;
+			}
+		}
+		scanned += step;
+		hand += step;
+	}
+	p->state->clock = hand;
+	p->super.persist(&p->state->clock, sizeof(p->state->clock));
+	if (rc || !evicted)
+		return rc;
+	r->out = evicted;
+	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)))
+		return rc;
+	return mkv_reg_meta_put(p, txn, "evictions", total + evicted);
+}
+
 static int
 apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
@@ -254,6 +311,18 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	case MKV_OP_DETACH:
 		mkv_pages_reclaim(p, grant);
 		return 0;
+	case MKV_OP_RECLAIM: {
+		struct mkv_reclaim rep;
+
+		mkv_reap(p, false, &rep);
+		r->out = rep.pages;
+		return 0;
+	}
+	case MKV_OP_EVICT:
+		if (r->ext.npages > 100)
+			return mkv_err(MKV_E_INVAL, "evict: %llu percent",
+					(unsigned long long)r->ext.npages);
+		return apply_evict(p, txn, r, b);
 	}
 	return mkv_err(MKV_E_INVAL, "commit: unknown request %d", (int)r->op);
 }
@@ -279,6 +348,7 @@ replay(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r)
 		return 0;
 	r->result = a.result;
 	r->ext = (struct mkv_extent){ a.page, a.npages };
+	r->out = a.page;
 	r->replayed = true;
 	return 0;
 }
@@ -287,7 +357,9 @@ static int
 record(struct mkv_pool *p, MDB_txn *txn, const struct mkv_req *r)
 {
 	uint64_t id = htobe64(r->rq);
-	struct mkv_answer_rec a = { r->inc, r->seq, r->result, 0, r->ext.page, r->ext.npages };
+	bool counts = r->op == MKV_OP_RECLAIM || r->op == MKV_OP_EVICT;
+	struct mkv_answer_rec a = { r->inc, r->seq, r->result, 0, counts ? r->out : r->ext.page,
+			r->ext.npages };
 	MDB_val k = { sizeof(id), &id }, d = { sizeof(a), &a };
 	int rc = mdb_put(txn, p->reg.answers, &k, &d, 0);
 
@@ -546,29 +618,96 @@ mkv_recover(struct mkv_pool *p)
 }
 
 /*
- * The holder thread: renew the heartbeat every quarter period, collect
- * every pending request, commit them together, post the answers; sleep on
- * the doorbell when there is nothing to do.  It lives from the first
- * acquisition until close, idle while the handle does not hold the lease.
+ * Reclaim what dead clients left: their granted pages, their pins, their
+ * slots; and stale LMDB readers.  Their pending requests are answered by
+ * the holder like anyone's.  With dry, only count.  The holder calls this.
+ */
+void
+mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
+{
+	int stale = 0;
+
+	memset(report, 0, sizeof(*report));
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		struct mkv_slot *s = &p->slots[i];
+		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
+
+		if (!mkv_client_dead(p, i, owner))
+			continue;
+		report->clients++;
+		report->pins += __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST) != 0;
+		for (unsigned j = 0; j < MKV_RQ_DEPTH; j++) {
+			const struct mkv_rq *e = &p->rqs[(size_t)i * MKV_RQ_DEPTH + j];
+			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+
+			report->requests += seq != 0 &&
+				(uint32_t)(__atomic_load_n(&e->done, __ATOMIC_ACQUIRE) >> 32) != seq;
+		}
+		for (uint64_t pg = 0; pg < p->nr_pages; pg++)
+			report->pages += mkv_pt_load(p, pg) ==
+				mkv_grant_word(i, MKV_SLOT_INC(owner));
+	}
+	if (dry) {
+		report->readers = 0;
+		return;
+	}
+	mkv_pages_reclaim(p, 0);
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		struct mkv_slot *s = &p->slots[i];
+		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
+
+		if (!mkv_client_dead(p, i, owner))
+			continue;
+		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
+		if (__atomic_compare_exchange_n(&s->owner, &owner,
+				MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0), false, __ATOMIC_SEQ_CST,
+				__ATOMIC_SEQ_CST))
+			mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path,
+					i, MKV_SLOT_PID(owner));
+		p->super.persist(s, sizeof(*s));
+	}
+	if (mdb_reader_check(p->reg.env, &stale) == 0)
+		report->readers = (uint32_t)stale;
+}
+
+/*
+ * The service thread of a handle, from open to close: it advances the
+ * client's heartbeat; while the handle holds the lease it also renews the
+ * lease every quarter period, collects every pending request, commits them
+ * together, posts the answers, and reclaims dead clients once a period.
+ * It sleeps on the doorbell while holding, on a private condition else.
  */
 void *
-mkv_holder_main(void *arg)
+mkv_service_main(void *arg)
 {
 	struct mkv_pool *p = arg;
 	struct mkv_holder *h = &p->h;
-	struct mkv_req *reqs = calloc(MAX_BATCH, sizeof(*reqs));
-	uint64_t quarter = p->lease_period_ns / 4;
+	uint64_t quarter = p->lease_period_ns / 4, beat = p->client_timeout_ns / 4;
+	struct mkv_reclaim rep;
+	struct mkv_req *reqs;
 	bool stop = false;
 
+	/* memory only under the lock: see the fork handlers in pool.c */
+	pthread_mutex_lock(&h->lock);
+	h->thread_started = true;
+	pthread_cond_broadcast(&h->wake);
+	reqs = calloc(MAX_BATCH, sizeof(*reqs));
 	while (reqs && !stop) {
 		uint32_t bell = __atomic_load_n(&p->state->doorbell, __ATOMIC_ACQUIRE);
+		uint64_t now = mkv_now_ns();
 		unsigned n = 0;
 
-		pthread_mutex_lock(&h->lock);
 		stop = h->stopping;
-		if (h->holding && mkv_now_ns() - h->last_renew_ns >= quarter &&
-		    mkv_lease_beat(p) != 0)
+		if (now - h->last_beat_ns >= beat) {
+			mkv_client_beat(p);
+			h->last_beat_ns = now;
+		}
+		if (h->holding && now - h->last_renew_ns >= quarter && mkv_lease_beat(p) != 0)
 			mkv_lease_drop(p);
+		if (h->holding && now - h->last_reap_ns >= p->lease_period_ns) {
+			mkv_reap(p, false, &rep);
+			h->last_reap_ns = now;
+		}
 		if (h->holding) {
 			n = mkv_rq_collect(p, reqs, MAX_BATCH);
 			if (n && mkv_commit(p, reqs, n) == MKV_E_FENCED)
@@ -576,11 +715,27 @@ mkv_holder_main(void *arg)
 			else if (n)
 				mkv_rq_post(p, reqs, n);
 		}
-		pthread_mutex_unlock(&h->lock);
-		if (n == 0 && !stop)
-			mkv_futex_wait(&p->state->doorbell, bell, quarter);
+		if (n || stop)
+			continue;
+		if (h->holding) {
+			pthread_mutex_unlock(&h->lock);
+			mkv_futex_wait(&p->state->doorbell, bell, quarter < beat ? quarter : beat);
+			pthread_mutex_lock(&h->lock);
+		} else {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += (time_t)(beat / 1000000000ULL);
+			ts.tv_nsec += (long)(beat % 1000000000ULL);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+		}
 	}
 	free(reqs);
+	pthread_mutex_unlock(&h->lock);
 	return NULL;
 }
 

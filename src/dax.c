@@ -20,9 +20,10 @@ dax_quiet(struct daxctl_ctx *ctx, int prio, const char *file, int line,
 	(void)ctx, (void)prio, (void)file, (void)line, (void)fn, (void)fmt, (void)ap;
 }
 
-/* Size of the device-DAX node with this dev_t, from libdaxctl. */
+/* Size, name and alignment of the device-DAX node with this dev_t, from libdaxctl. */
 static int
-dax_devdax_size(dev_t rdev, const char *what, uint64_t *size)
+dax_devdax_size(dev_t rdev, const char *what, uint64_t *size, char *devname,
+		size_t devname_len, uint64_t *align)
 {
 	struct daxctl_ctx *ctx;
 	struct daxctl_region *region;
@@ -40,6 +41,8 @@ dax_devdax_size(dev_t rdev, const char *what, uint64_t *size)
 			if ((unsigned)daxctl_dev_get_major(dev) == major(rdev) &&
 			    (unsigned)daxctl_dev_get_minor(dev) == minor(rdev)) {
 				*size = daxctl_dev_get_size(dev);
+				*align = daxctl_dev_get_align(dev);
+				snprintf(devname, devname_len, "%s", daxctl_dev_get_devname(dev));
 				rc = 0;
 				goto out;
 			}
@@ -51,7 +54,8 @@ out:
 }
 
 int
-mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size)
+mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size,
+		char *devname, size_t devname_len, uint64_t *align)
 {
 	struct stat st;
 
@@ -64,7 +68,7 @@ mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size)
 	}
 	if (S_ISCHR(st.st_mode)) {
 		*kind = MKV_BACKING_DEVDAX;
-		return dax_devdax_size(st.st_rdev, what, size);
+		return dax_devdax_size(st.st_rdev, what, size, devname, devname_len, align);
 	}
 	return mkv_err(MKV_E_NOTPOOL, "%s: neither a regular file nor a device-DAX node", what);
 }

@@ -41,6 +41,7 @@ struct mkv_mapping {
 	void (*persist)(const void *, size_t);
 	void (*flush)(const void *, size_t);
 	void (*drain)(void);
+	bool page_granular;     /* persisted by msync (page cache, tmpfs) */
 };
 int mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
 void mkv_unmap(struct mkv_mapping *m);
@@ -77,9 +78,13 @@ struct mkv_holder {
 	pthread_mutex_t lock;     /* serialises commits and lease changes in this process */
 	bool ready;               /* mkv_lease_init() succeeded */
 	bool holding;             /* this handle holds the lease */
-	bool stopping;            /* the holder thread is asked to stop */
+	bool stopping;            /* the service thread is asked to stop */
 	bool thread_running;
+	bool thread_started;      /* the thread is past its start-up */
 	pthread_t thread;
+	pthread_cond_t wake;      /* wakes the service thread when it does not hold */
+	uint64_t last_beat_ns;    /* our client heartbeat */
+	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
 	uint64_t generation;      /* ours while holding */
 	uint64_t holder_id;       /* who we are as holder: node, slot, incarnation */
 	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
@@ -94,6 +99,7 @@ struct mkv_answer {
 	uint32_t seq;
 	int result;
 	struct mkv_extent ext;
+	uint64_t out;
 };
 struct mkv_rqs {
 	pthread_mutex_t lock;
@@ -106,7 +112,13 @@ struct mkv_rqs {
 	unsigned nkept, capkept;
 };
 
+/* client.c: watching other nodes' clients' heartbeats, by our own clock */
+struct mkv_watch {
+	uint64_t owner, beat, since;
+};
+
 struct mkv_pool {
+	struct mkv_pool *next_open;  /* in the process's list of open handles */
 	char *path;
 	unsigned flags;
 	int dirfd, super_fd, data_fd;
@@ -122,6 +134,13 @@ struct mkv_pool {
 	uint64_t page_size, nr_pages;
 	unsigned page_shift;
 	uint64_t lease_period_ns;
+	uint64_t client_timeout_ns;
+	struct mkv_watch *watch;  /* per client slot */
+	uint32_t backing;         /* enum mkv_backing */
+	char dax_device[32];
+	uint64_t dax_align;
+	mkv_progress_fn progress;
+	void *progress_arg;
 	char node_name[MKV_NODE_NAME_MAX + 1];
 	uint64_t node;            /* node id: FNV-1a of the name */
 	uint32_t node_idx;        /* our entry in the node table */
@@ -152,6 +171,9 @@ static inline void mkv_full_fence(void)
 #endif
 }
 
+/* kv.c */
+uint64_t mkv_checksum(const void *buf, size_t len);
+
 /* pool.c */
 struct mkv_opts {
 	uint64_t data_size;
@@ -159,6 +181,7 @@ struct mkv_opts {
 	uint32_t max_clients;
 	uint64_t registry_size;
 	uint32_t lease_period_ms;
+	uint32_t client_timeout_ms;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);
@@ -173,8 +196,8 @@ static inline void *mkv_page_addr(const struct mkv_pool *p, uint64_t page)
 uint64_t mkv_fnv1a(const void *buf, size_t len);
 
 /* dax.c: what backs the data arena */
-enum mkv_backing { MKV_BACKING_FILE, MKV_BACKING_DEVDAX };
-int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size);
+int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size,
+		char *devname, size_t devname_len, uint64_t *align);
 
 /* registry.c */
 int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb);
@@ -194,6 +217,8 @@ int mkv_check_key(const void *key, size_t klen);
 int mkv_client_attach(struct mkv_pool *p);
 void mkv_client_detach(struct mkv_pool *p);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
+void mkv_client_beat(struct mkv_pool *p);
+void mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses);
 
 /* lease.c */
 #define MKV_E_FENCED (MKV_E_BASE - 100)  /* internal: a newer holder exists */
@@ -209,6 +234,8 @@ static inline uint64_t mkv_holder_id(const struct mkv_pool *p)
 }
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
+int mkv_service_start(struct mkv_pool *p);
+void mkv_service_stop(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);
 int mkv_lease_beat(struct mkv_pool *p);
 void mkv_lease_drop(struct mkv_pool *p);
@@ -263,6 +290,8 @@ enum mkv_op {
 	MKV_OP_GRANT = MKV_RQ_GRANT,      /* ext.npages in; the granted extent out */
 	MKV_OP_UNGRANT = MKV_RQ_UNGRANT,  /* ext back to the free set */
 	MKV_OP_DETACH = MKV_RQ_DETACH,    /* every page granted to the client back */
+	MKV_OP_RECLAIM = MKV_RQ_RECLAIM,  /* reap dead clients; out: pages freed */
+	MKV_OP_EVICT = MKV_RQ_EVICT,      /* ext.npages: free percent wanted; out: keys evicted */
 };
 struct mkv_req {
 	enum mkv_op op;
@@ -271,6 +300,8 @@ struct mkv_req {
 	size_t klen;
 	struct mkv_extent ext;  /* PUBLISH, UNGRANT: the pages; GRANT: npages in, extent out */
 	uint64_t length;        /* PUBLISH */
+	uint64_t checksum;      /* PUBLISH: of the value's bytes */
+	uint64_t out;           /* RECLAIM, EVICT: what was done */
 	int result;
 	unsigned rq;            /* ring entry it came from (holder side) */
 	uint32_t seq;           /* its sequence number; 0 for the holder's own calls */
@@ -279,6 +310,9 @@ struct mkv_req {
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);
 int mkv_write(struct mkv_pool *p, struct mkv_req *r);
-void *mkv_holder_main(void *arg);
+void *mkv_service_main(void *arg);
+struct mkv_reclaim;
+void mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);
+void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
 
 #endif

@@ -6,10 +6,21 @@
  */
 #include "config.h"
 
+#include <endian.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <xxhash.h>
+
 #include "internal.h"
+
+/* A value's checksum (XXH3, 64 bits); never 0, which means "none". */
+uint64_t
+mkv_checksum(const void *buf, size_t len)
+{
+	return XXH3_64bits(buf, len) | 1;
+}
 
 static int
 check_pool(const struct mkv_pool *p, const char *fn)
@@ -151,7 +162,7 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf
 	    (rc = buf_extent(p, buf, &r->ext, fn)))
 		return rc;
 	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = r->ext,
-			.length = buf->len };
+			.length = buf->len, .checksum = mkv_checksum(buf->data, buf->len) };
 	/* The bytes are durable and visible before the key can be found. */
 	p->data.persist(buf->data, buf->len);
 	return 0;
@@ -304,14 +315,21 @@ mkv_del(struct mkv_pool *pool, const void *key, size_t klen)
 	return write_one(pool, &r);
 }
 
-static void
+/* Fill a view; with MKV_VERIFY, only if the bytes match their checksum. */
+static int
 view_set(struct mkv_pool *p, const struct mkv_entry *e, uint64_t txn, struct mkv_view *v)
 {
+	const void *data = mkv_page_addr(p, e->page);
+
+	if ((p->flags & MKV_VERIFY) && e->checksum && mkv_checksum(data, e->length) != e->checksum)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: value at page %llu does not match its checksum",
+				p->path, (unsigned long long)e->page);
 	__atomic_store_n(&p->hints[e->page], 1, __ATOMIC_RELAXED);
-	v->data = mkv_page_addr(p, e->page);
+	v->data = data;
 	v->len = e->length;
 	v->priv_[0] = txn;
 	v->priv_[1] = p->cookie;
+	return 0;
 }
 
 MKV_EXPORT int
@@ -335,11 +353,11 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 		rc = mkv_reg_lookup(pool, txn, key, klen, &e);
 		mkv_reg_rtxn_done(pool, txn);
 	}
-	if (rc) {
+	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
+	if (rc || (rc = view_set(pool, &e, epoch, view))) {
 		mkv_epoch_leave(pool, epoch, 1);
 		return rc;
 	}
-	view_set(pool, &e, epoch, view);
 	return 0;
 }
 
@@ -385,6 +403,7 @@ mkv_exists(struct mkv_pool *pool, const void *key, size_t klen)
 		return rc;
 	rc = mdb_get(txn, pool->reg.entries, &k, &d);
 	mkv_reg_rtxn_done(pool, txn);
+	mkv_client_count(pool, rc == 0, rc == MDB_NOTFOUND);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	return rc ? mkv_err_mdb(rc, "mkv_exists") : 1;
@@ -418,6 +437,7 @@ mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size
 	mkv_reg_rtxn_done(pool, txn);
 	if (rc && rc != MDB_NOTFOUND)
 		return mkv_err_mdb(rc, "mkv_prefix_len");
+	mkv_client_count(pool, i, i < n);
 	*hits = i;
 	return 0;
 }
@@ -457,12 +477,12 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 					break;
 				continue;
 			}
-			if (rc)
+			if (rc || (rc = view_set(pool, &e, epoch, &views[i])))
 				break;
-			view_set(pool, &e, epoch, &views[i]);
 			nfound++;
 		}
 		mkv_reg_rtxn_done(pool, txn);
+		mkv_client_count(pool, nfound, (flags & MKV_BATCH_PREFIX) ? nfound < n : n - nfound);
 	}
 	if (rc) {
 		memset(views, 0, n * sizeof(*views));
@@ -486,6 +506,14 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->lease_period_ms = p->sb->lease_period_ms;
 	st->lease_heartbeat_age_ms = -1;
 	st->requests_pending = mkv_rq_pending(p);
+	st->client_timeout_ms = p->sb->client_timeout_ms;
+	st->backing = p->backing;
+	memcpy(st->dax_device, p->dax_device, sizeof(st->dax_device));
+	st->dax_align = p->dax_align;
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		st->hits += __atomic_load_n(&p->slots[i].hits, __ATOMIC_RELAXED);
+		st->misses += __atomic_load_n(&p->slots[i].misses, __ATOMIC_RELAXED);
+	}
 	if (node == 0 || node > MKV_MAX_NODES)
 		return;
 	st->lease_holder_pid = __atomic_load_n(&l->holder_pid, __ATOMIC_SEQ_CST);
@@ -516,8 +544,8 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 	rc = mdb_stat(txn, pool->reg.entries, &ms);
 	if (rc)
 		rc = mkv_err_mdb(rc, "mkv_pool_stat");
-	else
-		rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored);
+	else if (!(rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored)))
+		rc = mkv_reg_meta_get(pool, txn, "evictions", &st->evictions);
 	mkv_reg_rtxn_done(pool, txn);
 	if (rc)
 		return rc;
@@ -550,5 +578,126 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 			st->clients++;
 	memcpy(st->uuid, pool->sb->uuid, sizeof(st->uuid));
 	lease_stat(pool, st);
+	return 0;
+}
+
+MKV_EXPORT void
+mkv_pool_set_progress(struct mkv_pool *pool, mkv_progress_fn fn, void *arg)
+{
+	if (!pool)
+		return;
+	pool->progress = fn;
+	pool->progress_arg = arg;
+}
+
+/* Report progress to the handle's callback, at most five times a second. */
+void
+mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns)
+{
+	uint64_t now;
+
+	if (!p->progress)
+		return;
+	now = mkv_now_ns();
+	if (done < total && now - *last_ns < 200000000ULL)
+		return;
+	*last_ns = now;
+	p->progress(done, total, p->progress_arg);
+}
+
+MKV_EXPORT int
+mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *report)
+{
+	struct mkv_req r = { .op = MKV_OP_RECLAIM };
+	int rc, stale = 0;
+
+	mkv_err_clear();
+	if ((rc = check_pool(pool, "mkv_pool_reclaim")))
+		return rc;
+	if (!report || (flags & ~MKV_DRY_RUN))
+		return mkv_err(MKV_E_INVAL, "mkv_pool_reclaim: NULL report or unknown flags");
+	/* What is dead now: the report, whoever does the work. */
+	mkv_reap(pool, true, report);
+	if (flags & MKV_DRY_RUN)
+		return 0;
+	if ((rc = check_writable(pool, "mkv_pool_reclaim")) || (rc = write_one(pool, &r)))
+		return rc;
+	if (r.out > report->pages)
+		report->pages = r.out;
+	if (mdb_reader_check(pool->reg.env, &stale) == 0)
+		report->readers += (uint32_t)stale;
+	return 0;
+}
+
+/*
+ * With MKV_DRY_RUN: what the clock would evict now.  Its first pass takes
+ * the values readers did not touch and clears the others' marks, its
+ * second pass takes those: two passes here, the first skipping marked ones.
+ */
+static void
+evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
+{
+	uint64_t want = (p->nr_pages * free_pct + 99) / 100, have = 0, hand = p->state->clock;
+	uint8_t *taken = calloc(p->nr_pages, 1);
+	MDB_txn *txn;
+
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+
+		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
+	}
+	report->pages_free = have;
+	if (!taken || mkv_reg_rtxn(p, &txn)) {
+		free(taken);
+		return;
+	}
+	for (uint64_t n = 0; n < 2 * p->nr_pages && have < want; n++, hand++) {
+		uint64_t be;
+		MDB_val pk = { sizeof(be), &be }, k, d;
+		struct mkv_entry e;
+
+		if (hand >= p->nr_pages)
+			hand = 0;
+		be = htobe64(hand);
+		if (taken[hand] || (n < p->nr_pages && __atomic_load_n(&p->hints[hand], __ATOMIC_RELAXED)) ||
+		    mdb_get(txn, p->reg.pages, &pk, &k) || mdb_get(txn, p->reg.entries, &k, &d) ||
+		    d.mv_size != sizeof(e))
+			continue;
+		memcpy(&e, d.mv_data, sizeof(e));
+		taken[hand] = 1;
+		report->keys++;
+		report->pages += e.npages;
+		have += e.npages;
+	}
+	mkv_reg_rtxn_done(p, txn);
+	free(taken);
+}
+
+MKV_EXPORT int
+mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags, struct mkv_evict *report)
+{
+	struct mkv_req r = { .op = MKV_OP_EVICT, .ext.npages = free_pct };
+	struct mkv_stat before, after;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = check_pool(pool, "mkv_pool_evict")))
+		return rc;
+	if (!report || (flags & ~MKV_DRY_RUN) || free_pct > 100)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_evict: NULL report, unknown flags or percent over 100");
+	memset(report, 0, sizeof(*report));
+	if (flags & MKV_DRY_RUN) {
+		evict_dry(pool, free_pct, report);
+		return 0;
+	}
+	if ((rc = check_writable(pool, "mkv_pool_evict")) ||
+	    (rc = mkv_pool_stat(pool, &before)) || (rc = write_one(pool, &r)) ||
+	    (rc = mkv_pool_stat(pool, &after)))
+		return rc;
+	report->keys = r.out;
+	if (after.pages_free + after.pages_quarantined > before.pages_free + before.pages_quarantined)
+		report->pages = after.pages_free + after.pages_quarantined -
+			(before.pages_free + before.pages_quarantined);
+	report->pages_free = after.pages_free;
 	return 0;
 }

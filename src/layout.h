@@ -27,7 +27,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 2U
+#define MKV_FORMAT_VERSION 3U
 #define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 1U
@@ -55,7 +55,7 @@ struct mkv_super {
 	uint32_t max_nodes;
 	uint32_t rq_depth;
 	uint32_t lease_period_ms;
-	uint32_t reserved0;
+	uint32_t client_timeout_ms;
 	uint64_t ctime;        /* creation, seconds since the epoch */
 	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
 };
@@ -81,7 +81,8 @@ static_assert(sizeof(struct mkv_lease) == MKV_CACHELINE, "one cacheline");
 /* Mutable shared state, one cacheline per writer. */
 struct mkv_state {
 	uint64_t rotor;        /* next-fit start for page allocation (holder) */
-	uint64_t reserved0[7];
+	uint64_t clock;        /* eviction's clock hand, a page number (holder) */
+	uint64_t reserved0[6];
 	struct mkv_lease lease;
 	uint32_t doorbell;     /* clients bump it and wake the holder (futex) */
 	uint32_t reserved1[15];
@@ -116,12 +117,18 @@ struct mkv_slot {
 	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
 	uint64_t flags;        /* MKV_RDONLY of the owner's open */
 	uint64_t reserved0[2];
-	/* second cacheline: written by the lease holder */
+	/* second cacheline: the owner's heartbeat and counters */
+	uint64_t beat;         /* advanced by the owner's service thread */
+	uint64_t beat_wall_ns; /* its CLOCK_REALTIME at that beat (display) */
+	uint64_t hits;         /* lookups that found their key: kept across owners */
+	uint64_t misses;
+	uint64_t reserved1[4];
+	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
-	uint32_t reserved1[15];
+	uint32_t reserved2[15];
 };
-static_assert(sizeof(struct mkv_slot) == 2 * MKV_CACHELINE, "two cachelines");
-static_assert(offsetof(struct mkv_slot, completed) == MKV_CACHELINE, "holder's line");
+static_assert(sizeof(struct mkv_slot) == 3 * MKV_CACHELINE, "three cachelines");
+static_assert(offsetof(struct mkv_slot, completed) == 2 * MKV_CACHELINE, "holder's line");
 
 /*
  * A request from a client to the lease holder.  The client fills the
@@ -135,6 +142,8 @@ enum mkv_rq_op {
 	MKV_RQ_GRANT = 3,
 	MKV_RQ_UNGRANT = 4,
 	MKV_RQ_DETACH = 5,
+	MKV_RQ_RECLAIM = 6,
+	MKV_RQ_EVICT = 7,
 };
 struct mkv_rq {
 	uint32_t seq;
@@ -144,7 +153,8 @@ struct mkv_rq {
 	uint64_t page;
 	uint64_t npages;
 	uint64_t length;
-	uint64_t reserved0[3];
+	uint64_t checksum;
+	uint64_t reserved0[2];
 	uint8_t key[512];
 	/* last cacheline: written by the holder */
 	uint64_t done;

@@ -96,7 +96,7 @@ mkv_node_attach(struct mkv_pool *p, const char *name)
 		return mkv_err(MKV_E_INVAL,
 				"node name \"%.40s\" is not 1 to %d characters of [A-Za-z0-9._-]",
 				name, MKV_NODE_NAME_MAX);
-	snprintf(p->node_name, sizeof(p->node_name), "%s", name);
+	memcpy(p->node_name, name, strlen(name) + 1);
 	p->node = mkv_fnv1a(name, strlen(name)) | 1;
 	p->node_idx = UINT32_MAX;
 	for (uint32_t i = 0; i < MKV_MAX_NODES; i++) {
@@ -145,6 +145,12 @@ mkv_lease_init(struct mkv_pool *p)
 		p->h.node_lock_fd = -1;
 		return mkv_err(MKV_E_NOMEM, "lease: mutex");
 	}
+	if (pthread_cond_init(&p->h.wake, NULL)) {
+		pthread_mutex_destroy(&p->h.lock);
+		close(p->h.node_lock_fd);
+		p->h.node_lock_fd = -1;
+		return mkv_err(MKV_E_NOMEM, "lease: condition");
+	}
 	p->h.ready = true;
 	return 0;
 }
@@ -157,6 +163,7 @@ mkv_lease_fini(struct mkv_pool *p)
 	if (p->h.node_lock_fd >= 0)
 		close(p->h.node_lock_fd);
 	p->h.node_lock_fd = -1;
+	pthread_cond_destroy(&p->h.wake);
 	pthread_mutex_destroy(&p->h.lock);
 	p->h.ready = false;
 }
@@ -408,22 +415,49 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		mkv_lease_drop(p);
 		return rc == MKV_E_FENCED ? -EAGAIN : rc;
 	}
-	/* The thread serves from the first acquisition until close. */
-	if (!h->thread_running) {
-		if (pthread_create(&h->thread, NULL, mkv_holder_main, p)) {
-			mkv_lease_drop(p);
-			return mkv_err(MKV_E_NOMEM, "lease: cannot start the holder thread");
-		}
-		h->thread_running = true;
-	}
+	/* The service thread now sleeps on the doorbell and serves. */
+	h->last_reap_ns = 0;
+	pthread_cond_signal(&h->wake);
 	mkv_rq_ring(p);
 	return 0;
 }
 
+int
+mkv_service_start(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	if (pthread_create(&h->thread, NULL, mkv_service_main, p))
+		return mkv_err(MKV_E_NOMEM, "pool %s: cannot start the service thread", p->path);
+	h->thread_running = true;
+	/* Past its start-up (which may allocate) before a fork can happen. */
+	pthread_mutex_lock(&h->lock);
+	while (!h->thread_started)
+		pthread_cond_wait(&h->wake, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* Stop the service thread; if it holds the lease it drains what is pending first. */
+void
+mkv_service_stop(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	if (!h->thread_running)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->lock);
+	mkv_rq_ring(p);
+	pthread_join(h->thread, NULL);
+	h->thread_running = false;
+}
+
 /*
- * Give the lease up cleanly: stop the holder thread (it drains what is
- * pending first), then clear the record inside the bakery if it is still
- * ours.  Called without h.lock.
+ * Give the lease up cleanly (after mkv_service_stop()): clear the record
+ * inside the bakery if it is still ours.  Called without h.lock.
  */
 void
 mkv_lease_release(struct mkv_pool *p)
@@ -431,15 +465,6 @@ mkv_lease_release(struct mkv_pool *p)
 	struct mkv_holder *h = &p->h;
 	struct mkv_lease *l = &p->state->lease;
 
-	pthread_mutex_lock(&h->lock);
-	h->stopping = true;
-	pthread_mutex_unlock(&h->lock);
-	if (h->thread_running) {
-		__atomic_add_fetch(&p->state->doorbell, 1, __ATOMIC_SEQ_CST);
-		mkv_futex_wake(&p->state->doorbell);
-		pthread_join(h->thread, NULL);
-		h->thread_running = false;
-	}
 	pthread_mutex_lock(&h->lock);
 	if (h->holding) {
 		flock(h->node_lock_fd, LOCK_EX);

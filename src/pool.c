@@ -18,7 +18,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +29,62 @@
 #define MKV_DATA_SIZE_MAX (1ULL << 46)
 #define MKV_REGISTRY_MIN (1ULL << 20)
 #define MKV_REGISTRY_MAX (1ULL << 40)
+
+/*
+ * Every handle runs a service thread.  A fork() while one of them is in
+ * the middle of malloc() can leave the child an allocator lock nobody
+ * will release (ASan's allocator has no fork handler), so around fork()
+ * each open handle's service thread is parked: its lock is held, and it
+ * only touches memory with that lock held.  The child must not use the
+ * handles it inherits either way.
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mkv_pool *open_list;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void
+fork_prepare(void)
+{
+	pthread_mutex_lock(&open_lock);
+	for (struct mkv_pool *p = open_list; p; p = p->next_open)
+		pthread_mutex_lock(&p->h.lock);
+}
+
+static void
+fork_done(void)
+{
+	for (struct mkv_pool *p = open_list; p; p = p->next_open)
+		pthread_mutex_unlock(&p->h.lock);
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void
+atfork_install(void)
+{
+	pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
+static void
+open_list_add(struct mkv_pool *p)
+{
+	pthread_once(&atfork_once, atfork_install);
+	pthread_mutex_lock(&open_lock);
+	p->next_open = open_list;
+	open_list = p;
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void
+open_list_remove(struct mkv_pool *p)
+{
+	pthread_mutex_lock(&open_lock);
+	for (struct mkv_pool **pp = &open_list; *pp; pp = &(*pp)->next_open)
+		if (*pp == p) {
+			*pp = p->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
 
 uint64_t
 mkv_now_ns(void)
@@ -69,6 +127,7 @@ mkv_opts_new(struct mkv_opts **out)
 	(*out)->page_size = MKV_DEFAULT_PAGE_SIZE;
 	(*out)->max_clients = MKV_DEFAULT_MAX_CLIENTS;
 	(*out)->lease_period_ms = MKV_DEFAULT_LEASE_PERIOD_MS;
+	(*out)->client_timeout_ms = MKV_DEFAULT_CLIENT_TIMEOUT_MS;
 	return 0;
 }
 
@@ -142,6 +201,18 @@ mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms)
 	if (ms < 50 || ms > 60000)
 		return mkv_err(MKV_E_INVAL, "lease period %u ms out of range (50 to 60000)", ms);
 	opts->lease_period_ms = ms;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_client_timeout: opts is NULL");
+	if (ms < 100 || ms > 3600000)
+		return mkv_err(MKV_E_INVAL, "client timeout %u ms out of range (100 to 3600000)", ms);
+	opts->client_timeout_ms = ms;
 	return 0;
 }
 
@@ -235,7 +306,8 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	/* A device-DAX node placed as `data` beforehand backs the arena. */
 	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, O_RDWR | O_CLOEXEC);
 	if (p->data_fd >= 0) {
-		rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &devsize);
+		rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &devsize, p->dax_device,
+				sizeof(p->dax_device), &p->dax_align);
 		if (rc)
 			return rc;
 		if (kind != MKV_BACKING_DEVDAX)
@@ -276,6 +348,7 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	sb.uuid[8] = (uint8_t)((sb.uuid[8] & 0x3f) | 0x80);
 	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients);
 	sb.lease_period_ms = opts->lease_period_ms;
+	sb.client_timeout_ms = opts->client_timeout_ms;
 	regsize = opts->registry_size;
 	if (!regsize)
 		regsize = align_up((8ULL << 20) + nr_pages * 1024, 1ULL << 20);
@@ -362,7 +435,8 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    want.nodes_off != sb->nodes_off || want.rq_off != sb->rq_off ||
 	    want.max_nodes != sb->max_nodes || want.rq_depth != sb->rq_depth ||
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
-	    sb->lease_period_ms > 60000)
+	    sb->lease_period_ms > 60000 || sb->client_timeout_ms < 100 ||
+	    sb->client_timeout_ms > 3600000)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
 	if ((uint64_t)st.st_size < sb->super_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is %lld bytes, expected %llu",
@@ -384,13 +458,15 @@ data_open(struct mkv_pool *p, const struct mkv_super *sb)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: data file is missing", p->path);
 		return mkv_err(-errno, "pool %s: data: %m", p->path);
 	}
-	rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &size);
+	rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &size, p->dax_device,
+			sizeof(p->dax_device), &p->dax_align);
 	if (rc)
 		return rc;
 	if (size < sb->data_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: data is %llu bytes, expected %llu",
 				p->path, (unsigned long long)size,
 				(unsigned long long)sb->data_size);
+	p->backing = kind;
 	return 0;
 }
 
@@ -414,10 +490,23 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	p->pt = (uint64_t *)((char *)p->super.addr + hdr->pt_off);
 	p->hints = (uint8_t *)p->super.addr + hdr->hint_off;
 	p->arena = p->data.addr;
+	/* a regular file: tmpfs, or DAX if libpmem2 flushes cache lines */
+	if (p->backing == MKV_BACKING_FILE) {
+		struct statfs fs;
+
+		if (fstatfs(p->data_fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+			p->backing = MKV_BACKING_TMPFS;
+		else if (!p->data.page_granular)
+			p->backing = MKV_BACKING_FSDAX;
+	}
 	p->page_size = hdr->page_size;
 	p->nr_pages = hdr->nr_pages;
 	p->page_shift = (unsigned)__builtin_ctzll(hdr->page_size);
 	p->lease_period_ns = (uint64_t)hdr->lease_period_ms * 1000000ULL;
+	p->client_timeout_ns = (uint64_t)hdr->client_timeout_ms * 1000000ULL;
+	p->watch = calloc(hdr->max_clients, sizeof(*p->watch));
+	if (!p->watch)
+		return mkv_err(MKV_E_NOMEM, "pool %s: out of memory", p->path);
 	return 0;
 }
 
@@ -489,7 +578,8 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		path = MKV_DEFAULT_POOL;
 	if (!opts) {
 		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
-				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS, "" };
+				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS,
+				MKV_DEFAULT_CLIENT_TIMEOUT_MS, "" };
 		opts = &defaults;
 	}
 
@@ -515,6 +605,9 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
 	if ((rc = mkv_client_attach(p)) || (rc = mkv_lease_init(p)))
+		goto fail;
+	open_list_add(p);
+	if ((rc = mkv_service_start(p)))
 		goto fail;
 	/* A writer takes the lease at once if nobody holds it. */
 	if (!(flags & MKV_RDONLY)) {
@@ -555,8 +648,11 @@ mkv_pool_close(struct mkv_pool **pool)
 			pthread_mutex_unlock(&p->h.lock);
 			if (served)
 				mkv_write(p, &r);
-			mkv_lease_release(p);
 		}
+		mkv_service_stop(p);
+		if (p->h.ready && !(p->flags & MKV_RDONLY))
+			mkv_lease_release(p);
+		open_list_remove(p);
 		mkv_lease_fini(p);
 		mkv_client_detach(p);
 	}
@@ -571,6 +667,7 @@ mkv_pool_close(struct mkv_pool **pool)
 		close(p->dirfd);
 	mkv_epoch_fini(&p->epochs);
 	mkv_grants_fini(&p->grants);
+	free(p->watch);
 	mkv_rq_fini(p);
 	free(p->path);
 	free(p);

@@ -120,7 +120,8 @@ mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb)
 	    (rc = mkv_reg_meta_put(p, txn, "nr_pages", sb->nr_pages)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "bytes", 0)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "generation", 0)) ||
-	    (rc = mkv_reg_meta_put(p, txn, "holder", 0)))
+	    (rc = mkv_reg_meta_put(p, txn, "holder", 0)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "evictions", 0)))
 		goto out;
 	if ((rc = mdb_put(txn, p->reg.meta, &k, &d, 0))) {
 		rc = mkv_err_mdb(rc, "registry: meta");

@@ -103,8 +103,10 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 			a->seq = seq;
 			a->result = (int32_t)(uint32_t)__atomic_load_n(&e->done, __ATOMIC_ACQUIRE);
 			a->ext.npages = e->npages;
-			a->ext.page = e->op == MKV_RQ_GRANT && a->result == 0 ?
-				__atomic_load_n(&e->out_page, __ATOMIC_ACQUIRE) : e->page;
+			a->ext.page = e->page;
+			a->out = __atomic_load_n(&e->out_page, __ATOMIC_ACQUIRE);
+			if (e->op == MKV_RQ_GRANT && a->result == 0)
+				a->ext.page = a->out;
 			return;
 		}
 		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
@@ -220,6 +222,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	e->page = r->ext.page;
 	e->npages = r->ext.npages;
 	e->length = r->length;
+	e->checksum = r->checksum;
 	if (r->klen)
 		memcpy(e->key, r->key, r->klen);
 	__atomic_store_n(&e->seq, *seq, __ATOMIC_RELEASE);
@@ -255,6 +258,7 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r)
 	}
 	r->result = a.result;
 	r->ext = a.ext;
+	r->out = a.out;
 	if (r->result)
 		mkv_err(r->result, "pool %s: %s (answered by the lease holder)", p->path,
 				mkv_strerror(r->result));
@@ -283,6 +287,7 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 				.klen = e->klen,
 				.ext = { e->page, e->npages },
 				.length = e->length,
+				.checksum = e->checksum,
 				.rq = s * MKV_RQ_DEPTH + i,
 				.seq = seq,
 			};
@@ -301,7 +306,9 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		struct mkv_rq *e = &p->rqs[reqs[i].rq];
 
-		__atomic_store_n(&e->out_page, reqs[i].ext.page, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->out_page,
+				reqs[i].op == MKV_OP_GRANT ? reqs[i].ext.page : reqs[i].out,
+				__ATOMIC_RELAXED);
 		__atomic_store_n(&e->done, ((uint64_t)reqs[i].seq << 32) | (uint32_t)reqs[i].result,
 				__ATOMIC_RELEASE);
 		p->super.persist(&e->done, 2 * sizeof(uint64_t));

@@ -6,7 +6,8 @@
  * Problems are what must never be: a value whose pages leave the arena or
  * overlap another's, a used page the table calls free or granted, a pages
  * index that disagrees with the entries, a quarantine record over a live
- * value.  Leaks (pages marked taken that nothing owns) are counted apart:
+ * value, and (MKV_VERIFY_DEEP) a value whose bytes no longer match the
+ * checksum recorded when it was published.  Leaks (pages marked taken that nothing owns) are counted apart:
  * a crash can leave them, and the next lease holder reclaims them.  The
  * page table changes under a running holder, so only what no transition
  * passes through counts as a problem.
@@ -35,7 +36,7 @@ problem(struct mkv_verify *v, const char *fmt, ...)
 
 static void
 check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d,
-		uint8_t *mark, struct mkv_verify *v)
+		uint8_t *mark, bool deep, struct mkv_verify *v)
 {
 	uint64_t be;
 	MDB_val pk = { sizeof(be), &be }, back;
@@ -70,6 +71,14 @@ check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d
 					st == MKV_PG_FREE ? "free" : "granted");
 	}
 	v->pages_used += e.npages;
+	if (deep && e.checksum) {
+		v->checksums_checked++;
+		if (mkv_checksum(mkv_page_addr(p, e.page), e.length) != e.checksum) {
+			v->checksums_bad++;
+			problem(v, "value at page %llu does not match its checksum",
+					(unsigned long long)e.page);
+		}
+	}
 }
 
 static void
@@ -114,29 +123,40 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 }
 
 MKV_EXPORT int
-mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report)
+mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report)
 {
 	MDB_cursor *c = NULL;
 	MDB_txn *txn;
 	MDB_stat ps;
 	MDB_val k, d;
+	uint64_t epoch, last = 0;
 	uint8_t *mark;
 	int rc;
 
 	mkv_err_clear();
-	if (!pool || !report)
-		return mkv_err(MKV_E_INVAL, "mkv_pool_verify: NULL argument");
+	if (!pool || !report || (flags & ~MKV_VERIFY_VALID))
+		return mkv_err(MKV_E_INVAL, "mkv_pool_verify: NULL argument or unknown flags");
 	memset(report, 0, sizeof(*report));
 	if (!(mark = calloc(pool->nr_pages, 1)))
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_verify: out of memory");
+	/* Pinned like a reader, so the values read stay as they are. */
+	if (!(epoch = mkv_epoch_enter(pool, 1))) {
+		free(mark);
+		return MKV_E_NOMEM;
+	}
 	if ((rc = mkv_reg_rtxn(pool, &txn))) {
+		mkv_epoch_leave(pool, epoch, 1);
 		free(mark);
 		return rc;
 	}
-	if ((rc = mdb_cursor_open(txn, pool->reg.entries, &c)))
+	if ((rc = mdb_stat(txn, pool->reg.entries, &ps)) ||
+	    (rc = mdb_cursor_open(txn, pool->reg.entries, &c)))
 		goto lmdb;
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0)
-		check_entry(pool, txn, &k, &d, mark, report);
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		check_entry(pool, txn, &k, &d, mark, flags & MKV_VERIFY_DEEP, report);
+		mkv_progress(pool, report->entries, ps.ms_entries, &last);
+	}
+	mkv_progress(pool, report->entries, report->entries, &last);
 	mdb_cursor_close(c);
 	if (rc != MDB_NOTFOUND || (rc = mdb_cursor_open(txn, pool->reg.freed, &c)))
 		goto lmdb;
@@ -149,6 +169,7 @@ mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report)
 		problem(report, "pages index has %zu records for %llu entries", ps.ms_entries,
 				(unsigned long long)report->entries);
 	mkv_reg_rtxn_done(pool, txn);
+	mkv_epoch_leave(pool, epoch, 1);
 	count_leaks(pool, mark, report);
 	free(mark);
 	if (report->problems)
@@ -157,6 +178,7 @@ mkv_pool_verify(struct mkv_pool *pool, struct mkv_verify *report)
 	return 0;
 lmdb:
 	mkv_reg_rtxn_done(pool, txn);
+	mkv_epoch_leave(pool, epoch, 1);
 	free(mark);
 	return mkv_err_mdb(rc, "mkv_pool_verify");
 }

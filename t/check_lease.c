@@ -164,7 +164,7 @@ lt_verify_clean(struct mkv_pool *pool, struct mkv_verify *rep, const char *ctx)
 	int rc;
 
 	memset(rep, 0xa5, sizeof(*rep));
-	rc = mkv_pool_verify(pool, rep);
+	rc = mkv_pool_verify(pool, 0, rep);
 	ck_assert_msg(rc == 0, "%s: mkv_pool_verify = %d (%s), problems %llu, first: \"%s\" (%s)",
 			ctx, rc, mkv_strerror(rc), (unsigned long long)rep->problems,
 			rc == MKV_E_CORRUPT ? rep->first_problem : "", mkv_errormsg());

@@ -17,6 +17,7 @@ CC=$(sed -n 's/^CC = //p' "$top_builddir/Makefile")
 SAN_CFLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 
 stat=$top_builddir/utils/marukv-stat
+gc=$top_builddir/utils/marukv-gc
 bench=$top_builddir/utils/marukv-bench
 pass=0
 fail=0
@@ -33,8 +34,8 @@ check() {
 # show FILE...: a failed check's evidence, indented.
 show() { for f; do sed 's/^/#   /' "$f"; done; }
 
-if [ ! -x "$stat" ] || [ ! -x "$bench" ]; then
-	echo "skip - $stat or $bench not built"
+if [ ! -x "$stat" ] || [ ! -x "$gc" ] || [ ! -x "$bench" ]; then
+	echo "skip - $stat, $gc or $bench not built"
 	exit 77
 fi
 
@@ -53,6 +54,10 @@ version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
 
 # json_int FILE KEY: the integer value of "KEY" in a marukv-stat --json object.
 json_int() { sed -n "s/^  \"$2\": \\([0-9][0-9]*\\),\\{0,1\\}\$/\\1/p" "$1"; }
+# json_val FILE KEY: the raw value (string with its quotes, true...) of "KEY".
+json_val() { sed -n "s/^  \"$2\": \\(.*[^,]\\),\\{0,1\\}\$/\\1/p" "$1"; }
+# json_keys FILE: the top-level keys of a --json object, in order, one line.
+json_keys() { sed -n 's/^  "\([a-z_]*\)": .*/\1/p' "$1" | tr '\n' ' '; }
 # field FILE LABEL: the value of a "LABEL: value" line.
 field() { sed -n "s/^$2: *//p" "$1"; }
 
@@ -143,11 +148,12 @@ check "bench takeover --period-ms 10 exits 2 (got $rc)" test "$rc" -eq 2
 "$stat" --json "$pool" >"$tmp/stat.json" 2>"$tmp/stat.err"
 rc=$?
 check "stat --json exits 0 (got $rc)" test "$rc" -eq 0
-keys=$(sed -n 's/^  "\([a-z_]*\)": .*/\1/p' "$tmp/stat.json" | tr '\n' ' ')
+keys=$(json_keys "$tmp/stat.json")
 expected="path uuid format_version page_size pages_total pages_used pages_free \
 pages_quarantined pages_granted entries bytes_stored registry_size registry_used \
 clients max_clients lease_generation lease_holder_pid lease_period_ms \
-lease_heartbeat_age_ms requests_pending lease_holder_node "
+lease_heartbeat_age_ms requests_pending lease_holder_node backing dax_device dax_align \
+hits misses evictions client_timeout_ms client_list "
 check "stat --json has the documented keys, in order" test "$keys" = "$expected"
 [ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/stat.json" "$tmp/stat.err"; }
 check "stat --json is one object" test "$(sed -n '1p;$p' "$tmp/stat.json" | tr -d '\n')" = "{}"
@@ -158,6 +164,27 @@ entries=$(json_int "$tmp/stat.json" entries)
 check "stat entries ($entries) = keys the demo wrote ($written)" test "$entries" = "$written"
 check "stat page_size is the default 65536" test "$(json_int "$tmp/stat.json" page_size)" = 65536
 check "stat clients is 1 (itself)" test "$(json_int "$tmp/stat.json" clients)" = 1
+check "stat client_timeout_ms is the default 10000" \
+	test "$(json_int "$tmp/stat.json" client_timeout_ms)" = 10000
+check "stat hits > 0 after the demo's final pass" \
+	test "$(json_int "$tmp/stat.json" hits)" -gt 0
+check "stat evictions is 0" test "$(json_int "$tmp/stat.json" evictions)" = 0
+backing=$(json_val "$tmp/stat.json" backing)
+case $backing in
+'"tmpfs"'|'"fsdax"'|'"file"') ok "stat backing is a file backing ($backing)" ;;
+*) not_ok "stat backing is a file backing (got $backing)" ;;
+esac
+if [ "$(stat -f -c %T "$tmp" 2>/dev/null)" = tmpfs ]; then
+	check "stat backing of a pool on tmpfs is \"tmpfs\"" test "$backing" = '"tmpfs"'
+fi
+check "stat dax_device is \"\" and dax_align 0 off devdax" \
+	test "$(json_val "$tmp/stat.json" dax_device) $(json_int "$tmp/stat.json" dax_align)" = '"" 0'
+# One client, marukv-stat itself: read-only, alive, not the holder.
+check "stat client_list is an array of one object: marukv-stat itself" grep -Eqx \
+	'    \{ "slot": [0-9]+, "node": "[A-Za-z0-9._-]+", "pid": [1-9][0-9]*, "alive": true, "rdonly": true, "holder": false, "pin": [0-9]+, "pages_granted": 0, "heartbeat_age_ms": -?[0-9]+ \}' \
+	"$tmp/stat.json"
+check "stat client_list has one element" \
+	test "$(sed -n '/^  "client_list": \[$/,/^  \]$/p' "$tmp/stat.json" | grep -c '^    {')" = 1
 
 if command -v mdb_stat >/dev/null 2>&1; then
 	mdb=$(mdb_stat -n -s entries "$pool/registry.mdb" 2>&1 | sed -n 's/^ *Entries: //p')
@@ -173,6 +200,11 @@ check "stat (human) has an entries line" test "$(field "$tmp/stat.txt" entries)"
 check "stat (human) prints raw sizes" test "$(field "$tmp/stat.txt" 'page size')" = 65536
 "$stat" -h "$pool" >"$tmp/stath.txt" 2>&1
 check "stat -h prints KiB" test "$(field "$tmp/stath.txt" 'page size')" = "64.0 KiB"
+check "stat (human) prints the backing" test -n "$(field "$tmp/stat.txt" backing)"
+check "stat (human) prints the hits" test -n "$(field "$tmp/stat.txt" hits)"
+check "stat (human) has a clients table with one row" test "$(sed -n \
+	'/^ *slot  *node  *pid  *alive  *rdonly  *holder  *pin  *pages granted  *heartbeat age ms$/,$p' \
+	"$tmp/stat.txt" | grep -Ec '^ *[0-9]+ +[^ ]+ +[0-9]+ +yes +yes +no ')" = 1
 
 MARUKV_POOL=$pool "$stat" --json >"$tmp/env.json" 2>"$tmp/env.err"
 rc=$?
@@ -206,10 +238,224 @@ check "stat --version prints the version" test "$("$stat" --version)" = "marukv-
 check "bench -V prints 'marukv-bench $version'" test "$("$bench" -V)" = "marukv-bench $version"
 check "stat --help exits 0" "$stat" --help >/dev/null
 
+# ---- marukv-gc ------------------------------------------------------------------
+
+# run_gc NAME ARGS...: run marukv-gc, output in $tmp/gc-NAME.{out,err}, status in $rc.
+run_gc() {
+	n=$1
+	shift
+	"$gc" "$@" >"$tmp/gc-$n.out" 2>"$tmp/gc-$n.err"
+	rc=$?
+}
+# quiet NAME: nothing on stderr (stderr is not a terminal: no progress line).
+quiet() { test ! -s "$tmp/gc-$1.err"; }
+
+run_gc verify verify "$pool"
+check "gc verify exits 0 (got $rc)" test "$rc" -eq 0
+check "gc verify is quiet on stderr" quiet verify
+check "gc verify: problems: 0" test "$(field "$tmp/gc-verify.out" problems)" = 0
+check "gc verify: entries ($entries)" test "$(field "$tmp/gc-verify.out" entries)" = "$entries"
+check "gc verify: pages used: $entries (one page per block)" \
+	test "$(field "$tmp/gc-verify.out" 'pages used')" = "$entries"
+[ "$rc" -eq 0 ] || show "$tmp/gc-verify.out" "$tmp/gc-verify.err"
+
+run_gc verifyj --json verify "$pool"
+check "gc --json verify exits 0 (got $rc)" test "$rc" -eq 0
+keys=$(json_keys "$tmp/gc-verifyj.out")
+expected="command path deep entries pages_used pages_quarantined pages_leaked \
+checksums_checked checksums_bad problems first_problem "
+check "gc --json verify has the documented keys, in order" test "$keys" = "$expected"
+[ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/gc-verifyj.out"; }
+check "gc --json verify is one object" \
+	test "$(sed -n '1p;$p' "$tmp/gc-verifyj.out" | tr -d '\n')" = "{}"
+check "gc --json verify: command, path, deep" test \
+	"$(json_val "$tmp/gc-verifyj.out" command) $(json_val "$tmp/gc-verifyj.out" path) $(json_val "$tmp/gc-verifyj.out" deep)" \
+	= "\"verify\" \"$pool\" false"
+check "gc --json verify: problems 0, first_problem \"\"" test \
+	"$(json_int "$tmp/gc-verifyj.out" problems) $(json_val "$tmp/gc-verifyj.out" first_problem)" = '0 ""'
+check "gc --json verify: no checksums checked without --deep" \
+	test "$(json_int "$tmp/gc-verifyj.out" checksums_checked)" = 0
+
+run_gc deep verify --deep --json "$pool"
+check "gc verify --deep exits 0 (got $rc)" test "$rc" -eq 0
+check "gc verify --deep is quiet on stderr" quiet deep
+check "gc verify --deep: deep true" test "$(json_val "$tmp/gc-deep.out" deep)" = true
+check "gc verify --deep checks every value ($entries)" \
+	test "$(json_int "$tmp/gc-deep.out" checksums_checked)" = "$entries"
+check "gc verify --deep: checksums_bad 0, problems 0" test \
+	"$(json_int "$tmp/gc-deep.out" checksums_bad) $(json_int "$tmp/gc-deep.out" problems)" = "0 0"
+[ "$rc" -eq 0 ] || show "$tmp/gc-deep.out" "$tmp/gc-deep.err"
+
+MARUKV_POOL=$pool "$gc" -q --json verify >"$tmp/gc-env.out" 2>&1
+rc=$?
+check "gc honours \$MARUKV_POOL (exit $rc)" test "$(json_val "$tmp/gc-env.out" path)" = "\"$pool\""
+
+run_gc dry --json --dry-run reclaim "$pool"
+check "gc --dry-run reclaim exits 0 (got $rc)" test "$rc" -eq 0
+check "gc --dry-run reclaim is quiet on stderr" quiet dry
+keys=$(json_keys "$tmp/gc-dry.out")
+expected="command path dry_run clients readers pins pages requests "
+check "gc --json reclaim has the documented keys, in order" test "$keys" = "$expected"
+[ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/gc-dry.out" "$tmp/gc-dry.err"; }
+check "gc --dry-run reclaim: dry_run true" test "$(json_val "$tmp/gc-dry.out" dry_run)" = true
+check "gc --dry-run reclaim: no dead client in a clean pool" \
+	test "$(json_int "$tmp/gc-dry.out" clients)" = 0
+run_gc reclaim reclaim "$pool"
+check "gc reclaim exits 0 (got $rc)" test "$rc" -eq 0
+check "gc reclaim is quiet on stderr" quiet reclaim
+check "gc reclaim: dry run: no" test "$(field "$tmp/gc-reclaim.out" 'dry run')" = no
+[ "$rc" -eq 0 ] || show "$tmp/gc-reclaim.out" "$tmp/gc-reclaim.err"
+run_gc verify2 verify "$pool"
+check "gc verify after reclaim exits 0 (got $rc)" test "$rc" -eq 0
+
+# A pool of its own to evict from: 16 blocks of one page in 32 pages.
+epool=$tmp/evict
+"$bench" demo --pool "$epool" --prompts 4 --blocks 4 --block-size 65536 --readers 2 \
+	>"$tmp/edemo.out" 2>&1 || show "$tmp/edemo.out"
+"$stat" --json "$epool" >"$tmp/e0.json" 2>&1
+free0=$(json_int "$tmp/e0.json" pages_free)
+entries0=$(json_int "$tmp/e0.json" entries)
+total=$(json_int "$tmp/e0.json" pages_total)
+check "evict pool is under 90% free (free $free0 of $total)" \
+	test "$((${free0:-0} * 100))" -lt "$((${total:-0} * 90))"
+
+run_gc edry --json --dry-run evict --to 90 "$epool"
+check "gc --dry-run evict --to 90 exits 0 (got $rc)" test "$rc" -eq 0
+check "gc --dry-run evict is quiet on stderr" quiet edry
+keys=$(json_keys "$tmp/gc-edry.out")
+expected="command path dry_run to_percent keys pages pages_free "
+check "gc --json evict has the documented keys, in order" test "$keys" = "$expected"
+[ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/gc-edry.out" "$tmp/gc-edry.err"; }
+check "gc --dry-run evict would evict keys" test "$(json_int "$tmp/gc-edry.out" keys)" -gt 0
+"$stat" --json "$epool" >"$tmp/e1.json" 2>&1
+check "gc --dry-run evict changes nothing (entries, pages_free)" test \
+	"$(json_int "$tmp/e1.json" entries) $(json_int "$tmp/e1.json" pages_free)" = "$entries0 $free0"
+
+run_gc evict --json evict --to 90% "$epool"
+check "gc evict --to 90% exits 0 (got $rc)" test "$rc" -eq 0
+check "gc evict is quiet on stderr" quiet evict
+[ "$rc" -eq 0 ] || show "$tmp/gc-evict.out" "$tmp/gc-evict.err"
+evicted=$(json_int "$tmp/gc-evict.out" keys)
+check "gc evict: to_percent 90, dry_run false" test \
+	"$(json_int "$tmp/gc-evict.out" to_percent) $(json_val "$tmp/gc-evict.out" dry_run)" = "90 false"
+check "gc evict evicted keys ($evicted)" test "${evicted:-0}" -gt 0
+check "gc evict: the dry run said the same ($(json_int "$tmp/gc-edry.out" keys))" \
+	test "$(json_int "$tmp/gc-edry.out" keys)" = "$evicted"
+"$stat" --json "$epool" >"$tmp/e2.json" 2>&1
+free2=$(json_int "$tmp/e2.json" pages_free)
+check "gc evict frees pages (pages_free $free0 -> $free2)" test "${free2:-0}" -gt "${free0:-0}"
+check "gc evict: at least 90% free or quarantined after it" test \
+	"$(( (${free2:-0} + $(json_int "$tmp/e2.json" pages_quarantined)) * 100 ))" -ge "$((total * 90))"
+check "gc evict: entries $entries0 - $evicted" \
+	test "$(json_int "$tmp/e2.json" entries)" = "$((entries0 - ${evicted:-0}))"
+check "gc evict: stat evictions = $evicted" test "$(json_int "$tmp/e2.json" evictions)" = "$evicted"
+run_gc everify verify --deep "$epool"
+check "gc verify --deep after evict exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || show "$tmp/gc-everify.out" "$tmp/gc-everify.err"
+
+# Usage errors: exit 2, a message on stderr, nothing on stdout.
+usage_case() {
+	desc=$1
+	shift
+	"$gc" "$@" >"$tmp/gc-usage.out" 2>"$tmp/gc-usage.err"
+	r=$?
+	if [ "$r" -eq 2 ] && [ ! -s "$tmp/gc-usage.out" ] && [ -s "$tmp/gc-usage.err" ]; then
+		ok "gc $desc: exit 2, stderr only"
+	else
+		not_ok "gc $desc: exit 2, stderr only (got $r)"
+		show "$tmp/gc-usage.out" "$tmp/gc-usage.err"
+	fi
+}
+usage_case "without a command"
+usage_case "unknown command" frobnicate "$pool"
+usage_case "evict without --to" evict "$pool"
+usage_case "evict --to 101" evict --to 101 "$pool"
+usage_case "evict --to abc" evict --to abc "$pool"
+usage_case "evict --to -1" evict --to -1 "$pool"
+usage_case "reclaim --deep" reclaim --deep "$pool"
+usage_case "verify --to 50" verify --to 50 "$pool"
+usage_case "--dry-run verify" --dry-run verify "$pool"
+usage_case "verify with two pools" verify "$pool" "$pool"
+usage_case "a bad option" --no-such-option verify "$pool"
+
+run_gc missing verify "$tmp/missing"
+check "gc verify on a missing pool exits 2 (got $rc)" test "$rc" -eq 2
+check "gc on a missing pool prints nothing on stdout" test ! -s "$tmp/gc-missing.out"
+check "gc on a missing pool says 'marukv-gc: POOL: ...' on stderr" \
+	grep -q "^marukv-gc: $tmp/missing: ." "$tmp/gc-missing.err"
+run_gc missing2 --json reclaim "$tmp/missing"
+check "gc --json reclaim on a missing pool exits 2 (got $rc)" test "$rc" -eq 2
+check "gc --json reclaim on a missing pool prints nothing on stdout" \
+	test ! -s "$tmp/gc-missing2.out"
+check "gc on a missing pool does not create it" test ! -e "$tmp/missing"
+
+# A damaged pool: flip a byte of a published value in the data arena
+# (the file `data`, page i at i * page_size; only values were written, so
+# the first non-zero byte is one of them).
+dpool=$tmp/damaged
+"$bench" demo --pool "$dpool" --prompts 2 --blocks 2 --block-size 65536 --readers 1 \
+	>"$tmp/ddemo.out" 2>&1 || show "$tmp/ddemo.out"
+off=$(LC_ALL=C cmp "$dpool/data" /dev/zero 2>/dev/null |
+	sed -n 's/.* differ: [a-z]* \([0-9][0-9]*\),.*/\1/p')
+if [ -n "$off" ]; then
+	off=$((off - 1))
+	byte=$(od -A n -t u1 -j "$off" -N 1 "$dpool/data" | tr -d ' ')
+	# shellcheck disable=SC2059 # the format is the byte
+	printf "\\$(printf %03o "$((byte ^ 255))")" |
+		dd of="$dpool/data" bs=1 seek="$off" count=1 conv=notrunc 2>/dev/null
+	check "damage: the byte at $off changed" \
+		test "$(od -A n -t u1 -j "$off" -N 1 "$dpool/data" | tr -d ' ')" = "$((byte ^ 255))"
+	run_gc dshallow --json verify "$dpool"
+	check "gc verify (not deep) of the damaged pool exits 0: the registry is sound (got $rc)" \
+		test "$rc" -eq 0
+	run_gc damaged --json verify --deep "$dpool"
+	check "gc verify --deep of the damaged pool exits 1 (got $rc)" test "$rc" -eq 1
+	check "gc verify --deep: checksums_bad >= 1" \
+		test "$(json_int "$tmp/gc-damaged.out" checksums_bad)" -ge 1
+	check "gc verify --deep: problems >= 1" \
+		test "$(json_int "$tmp/gc-damaged.out" problems)" -ge 1
+	check "gc verify --deep: first_problem says what" \
+		test "$(json_val "$tmp/gc-damaged.out" first_problem)" != '""'
+	check "gc verify --deep of the damaged pool: nothing on stderr" quiet damaged
+	[ "$rc" -eq 1 ] || show "$tmp/gc-damaged.out" "$tmp/gc-damaged.err"
+	run_gc damagedh verify --deep "$dpool"
+	check "gc verify --deep (human) of the damaged pool exits 1 (got $rc)" test "$rc" -eq 1
+	check "gc verify --deep (human): checksums bad: 1" \
+		test "$(field "$tmp/gc-damagedh.out" 'checksums bad')" = 1
+else
+	not_ok "damage: found a published value's byte in $dpool/data"
+fi
+
+# The progress line: on a terminal only (script(1) gives it one), not with -q.
+if command -v script >/dev/null 2>&1 &&
+	script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+	script -qec "'$gc' verify --deep '$pool' >/dev/null" /dev/null </dev/null \
+		>"$tmp/gc-tty.out" 2>&1
+	check "gc verify on a terminal shows 'verify: 100% (N/N)' on stderr" \
+		grep -aq "verify: 100% ($entries/$entries)" "$tmp/gc-tty.out"
+	check "gc verify on a terminal wipes the progress line" \
+		test "$(tail -c 1 "$tmp/gc-tty.out" | od -A n -c | tr -d ' ')" = '\r'
+	script -qec "'$gc' -q verify --deep '$pool' >/dev/null" /dev/null </dev/null \
+		>"$tmp/gc-ttyq.out" 2>&1
+	check "gc -q verify on a terminal prints nothing on stderr" test ! -s "$tmp/gc-ttyq.out"
+else
+	skip "no script(1): progress line on a terminal"
+fi
+if [ -w /dev/full ]; then
+	"$gc" --json verify "$pool" >/dev/full 2>"$tmp/gc-full.err"
+	rc=$?
+	check "gc to a full stdout exits 2 (got $rc)" test "$rc" -eq 2
+	check "gc to a full stdout says so on stderr" test -s "$tmp/gc-full.err"
+else
+	skip "no /dev/full: stdout write error"
+fi
+check "gc -V prints 'marukv-gc $version'" test "$("$gc" -V)" = "marukv-gc $version"
+check "gc --help exits 0" "$gc" --help >/dev/null
+
 # ---- man pages --------------------------------------------------------------
 
 if command -v mandoc >/dev/null 2>&1; then
-	for m in marukv.7 marukv.3 marukv-stat.1 marukv-bench.1; do
+	for m in marukv.7 marukv.3 marukv-stat.1 marukv-gc.1 marukv-bench.1; do
 		out=$(mandoc -T lint -W warning "$top_builddir/man/$m" 2>&1)
 		check "mandoc -T lint -W warning man/$m is clean" test -z "$out"
 		[ -z "$out" ] || echo "$out" | sed 's/^/#   /'
@@ -257,6 +503,66 @@ if [ -s "$disk/man3.c" ] && build man3; then
 else
 	not_ok "marukv(3) example compiles"
 	show "$disk/man3.err"
+fi
+
+# ---- marukv-gc reclaim of a dead client ------------------------------------
+
+# A client that dies holding a view (a pin) and two granted pages.
+cat >"$disk/dead.c" <<'EOF'
+#include <marukv.h>
+#include <signal.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	struct mkv_pool *pool;
+	struct mkv_buf buf;
+	struct mkv_view view;
+
+	if (argc != 2 || mkv_pool_open(argv[1], 0, NULL, &pool) < 0)
+		return 1;
+	if (mkv_put(pool, "dead-client", 11, "x", 1) < 0 ||
+	    mkv_get(pool, "dead-client", 11, &view) < 0 ||
+	    mkv_alloc(pool, 2 * 65536, &buf) < 0)
+		return 1;
+	memset(buf.data, 1, buf.len);
+	raise(SIGKILL);
+	return 1;
+}
+EOF
+if build dead; then
+	ok "dead-client helper compiles"
+	"$disk/dead" "$epool" 2>/dev/null
+	rc=$?
+	check "dead-client helper died of SIGKILL (got $rc)" test "$rc" -eq 137
+	dead_row='    { "slot": [0-9]+, "node": "[^"]*", "pid": [0-9]+, "alive": false, "rdonly": false, "holder": (true|false), "pin": [1-9][0-9]*, "pages_granted": 2, '
+	"$stat" --json "$epool" >"$tmp/d0.json" 2>&1
+	check "stat lists the dead client (alive false, a pin, 2 pages granted)" \
+		grep -Eq "^$dead_row" "$tmp/d0.json"
+	check "stat counts 2 clients" test "$(json_int "$tmp/d0.json" clients)" = 2
+	run_gc ddry --json --dry-run reclaim "$epool"
+	check "gc --dry-run reclaim with a dead client exits 0 (got $rc)" test "$rc" -eq 0
+	check "gc --dry-run reclaim would free 1 client, 1 pin, 2 pages" test \
+		"$(json_int "$tmp/gc-ddry.out" clients) $(json_int "$tmp/gc-ddry.out" pins) $(json_int "$tmp/gc-ddry.out" pages)" \
+		= "1 1 2"
+	"$stat" --json "$epool" >"$tmp/d1.json" 2>&1
+	check "gc --dry-run reclaim changed nothing (the dead client is still listed)" \
+		grep -Eq "^$dead_row" "$tmp/d1.json"
+	run_gc dreal --json reclaim "$epool"
+	check "gc reclaim with a dead client exits 0 (got $rc)" test "$rc" -eq 0
+	check "gc reclaim is quiet on stderr" quiet dreal
+	check "gc reclaim freed 1 client" test "$(json_int "$tmp/gc-dreal.out" clients)" = 1
+	[ "$rc" -eq 0 ] || show "$tmp/gc-dreal.out" "$tmp/gc-dreal.err"
+	"$stat" --json "$epool" >"$tmp/d2.json" 2>&1
+	check "after reclaim: 1 client (stat), none dead, no page granted" test \
+		"$(json_int "$tmp/d2.json" clients) $(grep -c '"alive": false' "$tmp/d2.json") $(json_int "$tmp/d2.json" pages_granted)" \
+		= "1 0 0"
+	run_gc dverify verify "$epool"
+	check "gc verify after reclaim exits 0, no leaked page (got $rc)" \
+		test "$rc $(field "$tmp/gc-dverify.out" 'pages leaked')" = "0 0"
+else
+	not_ok "dead-client helper compiles"
+	show "$disk/dead.err"
 fi
 
 # CI runs the README's test command and nothing else.

@@ -3,7 +3,8 @@
  * marukv-stat: print the figures of a marukv pool.
  *
  * A thin tool over the public API (marukv.h only): open the pool read-only,
- * take one mkv_pool_stat() snapshot, print it.  --json always prints the
+ * take one mkv_pool_stat() snapshot and the list of its clients
+ * (mkv_pool_clients()), print them.  --json always prints the
  * same object (stable snake_case keys, raw integers); human units only on
  * request (-h).  Diagnostics go to stderr; write errors on stdout are
  * checked.
@@ -113,34 +114,142 @@ static const char *field_text(const struct field *f, int human, char *buf, size_
 	return buf;
 }
 
-static void print_human(const char *path, const char *uuid, const char *holder,
-		const struct field *f, size_t n, int human)
+/* The name of a data arena's backing (enum mkv_backing), as in the JSON. */
+static const char *backing_name(uint32_t b)
 {
-	char buf[32];
-
-	printf("%-24s %s\n", "path:", path);
-	printf("%-24s %s\n", "uuid:", uuid);
-	for (size_t i = 0; i < n; i++) {
-		char label[40];
-
-		snprintf(label, sizeof(label), "%s:", f[i].label);
-		printf("%-24s %s\n", label, field_text(&f[i], human, buf, sizeof(buf)));
+	switch (b) {
+	case MKV_BACKING_FILE:   return "file";
+	case MKV_BACKING_TMPFS:  return "tmpfs";
+	case MKV_BACKING_FSDAX:  return "fsdax";
+	case MKV_BACKING_DEVDAX: return "devdax";
 	}
-	printf("%-24s %s\n", "lease holder node:", *holder ? holder : "-");
+	return "unknown";
 }
 
-static void print_json(const char *path, const char *uuid, const char *holder,
-		const struct field *f, size_t n)
+/*
+ * The clients of the pool into *out (malloc'd; the caller frees it) and
+ * their number into *n.  Retries if clients came between the two calls.
+ */
+static int get_clients(struct mkv_pool *pool, uint32_t max_clients,
+		struct mkv_client **out, size_t *n)
 {
+	size_t cap = max_clients ? max_clients : 1;
+
+	*out = NULL;
+	*n = 0;
+	for (;;) {
+		struct mkv_client *c = calloc(cap, sizeof(*c));
+		size_t got = 0;
+		int rc;
+
+		if (!c)
+			return MKV_E_NOMEM;
+		rc = mkv_pool_clients(pool, c, cap, &got);
+		if (rc < 0) {
+			free(c);
+			return rc;
+		}
+		if (got <= cap) {
+			*out = c;
+			*n = got;
+			return 0;
+		}
+		free(c);
+		cap = got;
+	}
+}
+
+static void print_clients_human(const struct mkv_client *c, size_t n)
+{
+	printf("\n%5s %-16s %8s %5s %6s %6s %12s %13s %16s\n", "slot", "node", "pid",
+		"alive", "rdonly", "holder", "pin", "pages granted", "heartbeat age ms");
+	for (size_t i = 0; i < n; i++)
+		printf("%5" PRIu32 " %-16s %8" PRIu32 " %5s %6s %6s %12" PRIu64 " %13" PRIu64
+			" %16" PRId64 "\n", c[i].slot, *c[i].node ? c[i].node : "-", c[i].pid,
+			c[i].alive ? "yes" : "no", c[i].rdonly ? "yes" : "no",
+			c[i].holder ? "yes" : "no", c[i].pin, c[i].pages_granted,
+			c[i].heartbeat_age_ms);
+}
+
+static void print_clients_json(const struct mkv_client *c, size_t n)
+{
+	fputs(",\n  \"client_list\": [", stdout);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s\n    { \"slot\": %" PRIu32 ", \"node\": ", i ? "," : "", c[i].slot);
+		json_string(c[i].node);
+		printf(", \"pid\": %" PRIu32 ", \"alive\": %s, \"rdonly\": %s, \"holder\": %s"
+			", \"pin\": %" PRIu64 ", \"pages_granted\": %" PRIu64
+			", \"heartbeat_age_ms\": %" PRId64 " }", c[i].pid,
+			c[i].alive ? "true" : "false", c[i].rdonly ? "true" : "false",
+			c[i].holder ? "true" : "false", c[i].pin, c[i].pages_granted,
+			c[i].heartbeat_age_ms);
+	}
+	fputs(n ? "\n  ]" : "]", stdout);
+}
+
+/* What the pool's figures are printed from. */
+struct report {
+	const char *path;
+	const char *uuid;
+	const struct mkv_stat *st;
+	const struct field *f;       /* the first figures, up to requests_pending */
+	size_t n;
+	const struct field *more;    /* dax_align and the figures added after it */
+	size_t nmore;
+	const struct mkv_client *clients;
+	size_t nclients;
+};
+
+static void print_label(const char *label, const char *value)
+{
+	char buf[40];
+
+	snprintf(buf, sizeof(buf), "%s:", label);
+	printf("%-24s %s\n", buf, value);
+}
+
+static void print_human(const struct report *r, int human)
+{
+	const struct mkv_stat *st = r->st;
+	char buf[32];
+
+	print_label("path", r->path);
+	print_label("uuid", r->uuid);
+	for (size_t i = 0; i < r->n; i++)
+		print_label(r->f[i].label, field_text(&r->f[i], human, buf, sizeof(buf)));
+	print_label("lease holder node", *st->lease_holder_node ? st->lease_holder_node : "-");
+	print_label("backing", backing_name(st->backing));
+	for (size_t i = 0; i < r->nmore; i++) {
+		/* The device's name and alignment mean something for devdax only. */
+		if (i == 0 && st->backing != MKV_BACKING_DEVDAX)
+			continue;
+		if (i == 0)
+			print_label("dax device", st->dax_device);
+		print_label(r->more[i].label, field_text(&r->more[i], human, buf, sizeof(buf)));
+	}
+	print_clients_human(r->clients, r->nclients);
+}
+
+static void print_json(const struct report *r)
+{
+	const struct mkv_stat *st = r->st;
 	char buf[32];
 
 	fputs("{\n  \"path\": ", stdout);
-	json_string(path);
-	printf(",\n  \"uuid\": \"%s\"", uuid);
-	for (size_t i = 0; i < n; i++)
-		printf(",\n  \"%s\": %s", f[i].json, field_text(&f[i], 0, buf, sizeof(buf)));
+	json_string(r->path);
+	printf(",\n  \"uuid\": \"%s\"", r->uuid);
+	for (size_t i = 0; i < r->n; i++)
+		printf(",\n  \"%s\": %s", r->f[i].json, field_text(&r->f[i], 0, buf, sizeof(buf)));
 	fputs(",\n  \"lease_holder_node\": ", stdout);
-	json_string(holder);
+	json_string(st->lease_holder_node);
+	fputs(",\n  \"backing\": ", stdout);
+	json_string(backing_name(st->backing));
+	fputs(",\n  \"dax_device\": ", stdout);
+	json_string(st->dax_device);
+	for (size_t i = 0; i < r->nmore; i++)
+		printf(",\n  \"%s\": %s", r->more[i].json,
+			field_text(&r->more[i], 0, buf, sizeof(buf)));
+	print_clients_json(r->clients, r->nclients);
 	fputs("\n}\n", stdout);
 }
 
@@ -155,6 +264,8 @@ int main(int argc, char **argv)
 	};
 	struct mkv_pool *pool = NULL;
 	struct mkv_stat st;
+	struct mkv_client *clients = NULL;
+	size_t nclients = 0;
 	const char *arg = NULL, *name, *env;
 	char uuid[37];
 	int json = 0, human = 0, c, rc;
@@ -201,6 +312,18 @@ int main(int argc, char **argv)
 		mkv_pool_close(&pool);
 		return EXIT_ERR;
 	}
+	rc = get_clients(pool, st.max_clients, &clients, &nclients);
+	if (rc < 0) {
+		const char *msg = mkv_errormsg();
+
+		fprintf(stderr, PROG ": %s: %s\n", name,
+			*msg && rc != MKV_E_NOMEM ? msg : mkv_strerror(rc));
+		mkv_pool_close(&pool);
+		return EXIT_ERR;
+	}
+	/* Terminated strings whatever the library left in the arrays. */
+	st.lease_holder_node[sizeof(st.lease_holder_node) - 1] = '\0';
+	st.dax_device[sizeof(st.dax_device) - 1] = '\0';
 	if (mkv_pool_path(pool))
 		name = mkv_pool_path(pool);
 	format_uuid(st.uuid, uuid);
@@ -227,13 +350,25 @@ int main(int argc, char **argv)
 				(uint64_t)st.lease_heartbeat_age_ms },
 			{ "requests_pending",  "requests pending",  K_COUNT, st.requests_pending },
 		};
-		size_t n = sizeof(f) / sizeof(f[0]);
+		/* Added later: after lease_holder_node, backing and dax_device. */
+		const struct field more[] = {
+			{ "dax_align",         "dax align",         K_BYTES, st.dax_align },
+			{ "hits",              "hits",              K_COUNT, st.hits },
+			{ "misses",            "misses",            K_COUNT, st.misses },
+			{ "evictions",         "evictions",         K_COUNT, st.evictions },
+			{ "client_timeout_ms", "client timeout ms", K_COUNT, st.client_timeout_ms },
+		};
+		const struct report r = {
+			name, uuid, &st, f, sizeof(f) / sizeof(f[0]),
+			more, sizeof(more) / sizeof(more[0]), clients, nclients,
+		};
 
 		if (json)
-			print_json(name, uuid, st.lease_holder_node, f, n);
+			print_json(&r);
 		else
-			print_human(name, uuid, st.lease_holder_node, f, n, human);
+			print_human(&r, human);
 	}
+	free(clients);
 	mkv_pool_close(&pool);
 
 out_flush:

@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * marukv-gc: check and clean up a marukv pool.
+ *
+ * A thin tool over the public API (marukv.h only), one command per pool-wide
+ * call: reclaim (mkv_pool_reclaim), verify (mkv_pool_verify), evict
+ * (mkv_pool_evict).  --json always prints one object per command with the
+ * same keys (documented in marukv-gc(1)), raw integers.  Diagnostics and the
+ * progress line (a terminal only) go to stderr; write errors on stdout are
+ * checked.
+ */
+#include <marukv.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROG "marukv-gc"
+/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
+#define DEFAULT_POOL "/dev/shm/marukv"
+
+enum { EXIT_OK = 0, EXIT_PROBLEMS = 1, EXIT_ERR = 2 };
+enum cmd { CMD_RECLAIM, CMD_VERIFY, CMD_EVICT };
+static const char *const cmd_name[] = { "reclaim", "verify", "evict" };
+
+struct gc_opts {
+	int json, dry_run, quiet, deep;
+	int to;              /* evict: target percent of free pages; -1 unset */
+	enum cmd cmd;
+	const char *arg;     /* POOL as given, or NULL */
+	const char *name;    /* the pool's name for messages and output */
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [--json] [--dry-run] [-q|--quiet] COMMAND [ARGS] [POOL]\n"
+		"       " PROG " -V|--version | --help\n"
+		"Check and clean up the marukv pool POOL (default: $MARUKV_POOL,\n"
+		"else " DEFAULT_POOL ").\n"
+		"commands:\n"
+		"  reclaim            free what dead clients left (slots, pins, pages,\n"
+		"                     requests) and clear stale registry readers\n"
+		"  verify [--deep]    check the registry against the page table;\n"
+		"                     --deep also checks every value's checksum\n"
+		"  evict --to PCT     evict cold keys until PCT%% of the pages are free\n"
+		"options:\n"
+		"  -j, --json         one JSON object with stable keys and raw integers\n"
+		"  -n, --dry-run      report what reclaim or evict would do; change nothing\n"
+		"  -q, --quiet        no progress line on standard error\n"
+		"  -V, --version      print the version and exit\n"
+		"      --help         print this help and exit\n"
+		"exit status: 0 done (verify: no problem), 1 verify found problems,\n"
+		"2 usage error or a pool that could not be opened or processed\n");
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+/* A JSON string literal (RFC 8259 escapes) on stdout. */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':  fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		default:
+			if (*p < 0x20)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		}
+	}
+	putchar('"');
+}
+
+/*
+ * The figures of a command's result, in output order.  JSON keys are a
+ * stable schema (marukv-gc(1)): add keys at the end, never rename one.
+ */
+struct field {
+	const char *json;
+	const char *label;
+	uint64_t value;
+};
+
+/* One aligned "label: value" line of the human output. */
+static void print_line(const char *label, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void print_line(const char *label, const char *fmt, ...)
+{
+	char buf[40];
+	va_list ap;
+
+	snprintf(buf, sizeof(buf), "%s:", label);
+	printf("%-20s ", buf);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/*
+ * Print the result: the common head (command, path, and dry_run or deep),
+ * then the fields, then an optional trailing string (verify's first
+ * problem).
+ */
+static void print_result(const struct gc_opts *o, const char *flag_json,
+		const char *flag_label, int flag, const struct field *f, size_t n,
+		const char *str_json, const char *str_label, const char *str)
+{
+	if (o->json) {
+		fputs("{\n  \"command\": ", stdout);
+		json_string(cmd_name[o->cmd]);
+		fputs(",\n  \"path\": ", stdout);
+		json_string(o->name);
+		printf(",\n  \"%s\": %s", flag_json, flag ? "true" : "false");
+		for (size_t i = 0; i < n; i++)
+			printf(",\n  \"%s\": %" PRIu64, f[i].json, f[i].value);
+		if (str_json) {
+			printf(",\n  \"%s\": ", str_json);
+			json_string(str);
+		}
+		fputs("\n}\n", stdout);
+		return;
+	}
+	print_line("command", "%s", cmd_name[o->cmd]);
+	print_line("path", "%s", o->name);
+	print_line(flag_label, "%s", flag ? "yes" : "no");
+	for (size_t i = 0; i < n; i++)
+		print_line(f[i].label, "%" PRIu64, f[i].value);
+	if (str_label)
+		print_line(str_label, "%s", *str ? str : "-");
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+struct progress {
+	const char *what;
+	int shown;           /* characters of the line on screen; 0 none */
+	int last_pct;
+};
+
+/* The progress callback: one "\rverify: 42% (4200/10000)" line, rewritten. */
+static void progress_cb(uint64_t done, uint64_t total, void *arg)
+{
+	struct progress *p = arg;
+	int pct = total ? (int)(done >= total ? 100 : done * 100 / total) : 0;
+	int len;
+
+	if (pct == p->last_pct && p->shown)
+		return;
+	p->last_pct = pct;
+	len = fprintf(stderr, "\r%s: %d%% (%" PRIu64 "/%" PRIu64 ")", p->what, pct,
+			done, total);
+	if (len > 0 && len - 1 < p->shown)
+		fprintf(stderr, "%*s", p->shown - (len - 1), "");
+	if (len > p->shown + 1)
+		p->shown = len - 1;
+	fflush(stderr);
+}
+
+/* Wipe the progress line, if any, so that what follows starts clean. */
+static void progress_end(struct progress *p)
+{
+	if (p->shown) {
+		fprintf(stderr, "\r%*s\r", p->shown, "");
+		fflush(stderr);
+		p->shown = 0;
+	}
+}
+
+/* ---- commands ------------------------------------------------------------- */
+
+static int fail(const struct gc_opts *o, int rc)
+{
+	const char *msg = mkv_errormsg();
+
+	fprintf(stderr, PROG ": %s: %s\n", o->name, *msg ? msg : mkv_strerror(rc));
+	return EXIT_ERR;
+}
+
+/* Each command in two halves: the call (may fail), then the output. */
+union result {
+	struct mkv_reclaim reclaim;
+	struct mkv_verify verify;
+	struct mkv_evict evict;
+};
+
+static int run(struct mkv_pool *pool, const struct gc_opts *o, union result *res)
+{
+	unsigned flags = o->dry_run ? MKV_DRY_RUN : 0;
+
+	memset(res, 0, sizeof(*res));
+	switch (o->cmd) {
+	case CMD_RECLAIM:
+		return mkv_pool_reclaim(pool, flags, &res->reclaim);
+	case CMD_VERIFY:
+		return mkv_pool_verify(pool, o->deep ? MKV_VERIFY_DEEP : 0, &res->verify);
+	case CMD_EVICT:
+		return mkv_pool_evict(pool, (unsigned)o->to, flags, &res->evict);
+	}
+	return MKV_E_INVAL;
+}
+
+static void print(const struct gc_opts *o, const union result *res)
+{
+	switch (o->cmd) {
+	case CMD_RECLAIM: {
+		const struct mkv_reclaim *r = &res->reclaim;
+		const struct field f[] = {
+			{ "clients",  "clients",  r->clients },
+			{ "readers",  "readers",  r->readers },
+			{ "pins",     "pins",     r->pins },
+			{ "pages",    "pages",    r->pages },
+			{ "requests", "requests", r->requests },
+		};
+
+		print_result(o, "dry_run", "dry run", o->dry_run, f, sizeof(f) / sizeof(f[0]),
+			NULL, NULL, NULL);
+		break;
+	}
+	case CMD_VERIFY: {
+		const struct mkv_verify *v = &res->verify;
+		char first[sizeof(v->first_problem) + 1];
+		const struct field f[] = {
+			{ "entries",           "entries",           v->entries },
+			{ "pages_used",        "pages used",        v->pages_used },
+			{ "pages_quarantined", "pages quarantined", v->pages_quarantined },
+			{ "pages_leaked",      "pages leaked",      v->pages_leaked },
+			{ "checksums_checked", "checksums checked", v->checksums_checked },
+			{ "checksums_bad",     "checksums bad",     v->checksums_bad },
+			{ "problems",          "problems",          v->problems },
+		};
+
+		/* Terminated even if the library filled the whole array. */
+		memcpy(first, v->first_problem, sizeof(v->first_problem));
+		first[sizeof(v->first_problem)] = '\0';
+		print_result(o, "deep", "deep", o->deep, f, sizeof(f) / sizeof(f[0]),
+			"first_problem", "first problem", first);
+		break;
+	}
+	case CMD_EVICT: {
+		const struct mkv_evict *e = &res->evict;
+		const struct field f[] = {
+			{ "to_percent", "to percent", (uint64_t)o->to },
+			{ "keys",       "keys",       e->keys },
+			{ "pages",      "pages",      e->pages },
+			{ "pages_free", "pages free", e->pages_free },
+		};
+
+		print_result(o, "dry_run", "dry run", o->dry_run, f, sizeof(f) / sizeof(f[0]),
+			NULL, NULL, NULL);
+		break;
+	}
+	}
+}
+
+/* ---- arguments ------------------------------------------------------------ */
+
+/* A percent, 0 to 100, optionally followed by '%'; -1 if not one. */
+static int parse_percent(const char *s)
+{
+	char *end;
+	long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s)
+		return -1;
+	if (*end == '%')
+		end++;
+	if (*end != '\0' || v < 0 || v > 100)
+		return -1;
+	return (int)v;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry '" PROG " --help'.\n", stderr);
+	return EXIT_ERR;
+}
+
+static int flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno ? errno : EIO));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_HELP = 256, O_DEEP, O_TO };
+	static const struct option longopts[] = {
+		{ "json",    no_argument,       NULL, 'j' },
+		{ "dry-run", no_argument,       NULL, 'n' },
+		{ "quiet",   no_argument,       NULL, 'q' },
+		{ "version", no_argument,       NULL, 'V' },
+		{ "help",    no_argument,       NULL, O_HELP },
+		{ "deep",    no_argument,       NULL, O_DEEP },
+		{ "to",      required_argument, NULL, O_TO },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gc_opts o = { .to = -1 };
+	struct progress prog = { .last_pct = -1 };
+	struct mkv_pool *pool = NULL;
+	union result res;
+	const char *env, *to_arg = NULL;
+	unsigned oflags;
+	int c, rc, npos, status;
+
+	/* Options may come before or after the command (GNU permutation). */
+	while ((c = getopt_long(argc, argv, "jnqV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': o.json = 1; break;
+		case 'n': o.dry_run = 1; break;
+		case 'q': o.quiet = 1; break;
+		case O_DEEP: o.deep = 1; break;
+		case O_TO: to_arg = optarg; break;
+		case 'V':
+			printf(PROG " %s\n", mkv_version());
+			return flush_stdout();
+		case O_HELP:
+			usage(stdout);
+			return flush_stdout();
+		default:
+			fputs("Try '" PROG " --help'.\n", stderr);
+			return EXIT_ERR;
+		}
+	}
+	npos = argc - optind;
+	if (npos < 1)
+		return usage_error("no command given");
+	if (strcmp(argv[optind], "reclaim") == 0)
+		o.cmd = CMD_RECLAIM;
+	else if (strcmp(argv[optind], "verify") == 0)
+		o.cmd = CMD_VERIFY;
+	else if (strcmp(argv[optind], "evict") == 0)
+		o.cmd = CMD_EVICT;
+	else
+		return usage_error("unknown command '%s'", argv[optind]);
+	if (npos > 2)
+		return usage_error("too many arguments after '%s'", argv[optind]);
+	if (npos == 2)
+		o.arg = argv[optind + 1];
+	if (o.deep && o.cmd != CMD_VERIFY)
+		return usage_error("--deep is an option of verify, not %s", cmd_name[o.cmd]);
+	if (to_arg && o.cmd != CMD_EVICT)
+		return usage_error("--to is an option of evict, not %s", cmd_name[o.cmd]);
+	if (o.dry_run && o.cmd == CMD_VERIFY)
+		return usage_error("--dry-run is for reclaim and evict; verify changes nothing");
+	if (o.cmd == CMD_EVICT) {
+		if (!to_arg)
+			return usage_error("evict needs --to PERCENT");
+		o.to = parse_percent(to_arg);
+		if (o.to < 0)
+			return usage_error("--to takes a percent from 0 to 100, not '%s'", to_arg);
+	}
+
+	/* The name for messages; the library resolves NULL the same way. */
+	env = getenv("MARUKV_POOL");
+	o.name = o.arg ? o.arg : (env && *env) ? env : DEFAULT_POOL;
+
+	/* verify only reads; reclaim and evict write unless it is a dry run. */
+	oflags = (o.cmd == CMD_VERIFY || o.dry_run) ? MKV_RDONLY : 0;
+	rc = mkv_pool_open(o.arg, oflags, NULL, &pool);
+	if (rc < 0)
+		return fail(&o, rc);
+	if (mkv_pool_path(pool))
+		o.name = mkv_pool_path(pool);
+
+	if (!o.quiet && isatty(STDERR_FILENO)) {
+		prog.what = cmd_name[o.cmd];
+		mkv_pool_set_progress(pool, progress_cb, &prog);
+	}
+	rc = run(pool, &o, &res);
+	progress_end(&prog);
+	if (rc < 0 && !(o.cmd == CMD_VERIFY && rc == MKV_E_CORRUPT)) {
+		status = fail(&o, rc);
+		mkv_pool_close(&pool);
+		return status;
+	}
+	status = EXIT_OK;
+	if (o.cmd == CMD_VERIFY && (rc == MKV_E_CORRUPT || res.verify.problems > 0))
+		status = EXIT_PROBLEMS;
+	/* o.name may be the handle's path: print before closing. */
+	print(&o, &res);
+	mkv_pool_close(&pool);
+	if (flush_stdout() != EXIT_OK)
+		return EXIT_ERR;
+	return status;
+}
