@@ -290,8 +290,8 @@ MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
  */
 MKV_EXPORT int mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st);
 /**
- * A progress callback for the long pool-wide calls (verify, reclaim,
- * evict): @p done of @p total units so far.  Called from the calling
+ * A progress callback for mkv_pool_verify(), the long pool-wide check:
+ * @p done of @p total entries so far.  Called from the calling
  * thread, at most a few times a second.
  */
 typedef void (*mkv_progress_fn)(uint64_t done, uint64_t total, void *arg);
@@ -357,9 +357,9 @@ struct mkv_evict {
 };
 /**
  * Evict keys until at least @p free_pct percent of the pages are free or
- * quarantined (cold values first, by the access hints readers leave), as
- * the holder would when the pool runs low.  Views of evicted keys stay
- * valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
+ * quarantined: a clock sweeps the pages, and a value whose first page a
+ * reader touched since the last sweep gets a second chance.  Views of
+ * evicted keys stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
  * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
@@ -381,7 +381,7 @@ struct mkv_client {
 };
 /**
  * The clients of the pool: up to @p max entries into @p out, the number of
- * clients in use into *n (may exceed max).  Errors: MKV_E_INVAL.
+ * clients in use into *n (may exceed max).  Errors: MKV_E_INVAL, MKV_E_NOMEM.
  */
 MKV_EXPORT int mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max,
 		size_t *n);

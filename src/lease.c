@@ -415,8 +415,12 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		mkv_lease_drop(p);
 		return rc == MKV_E_FENCED ? -EAGAIN : rc;
 	}
-	/* The service thread now sleeps on the doorbell and serves. */
-	h->last_reap_ns = 0;
+	/*
+	 * The service thread now sleeps on the doorbell and serves; its first
+	 * reclamation pass comes a period from now (the rebuild in
+	 * mkv_recover() already freed the pages nothing owns).
+	 */
+	h->last_reap_ns = mkv_now_ns();
 	pthread_cond_signal(&h->wake);
 	mkv_rq_ring(p);
 	return 0;
