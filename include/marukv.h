@@ -342,7 +342,8 @@ struct mkv_reclaim {
  * its own all the time; this call does it now (through the holder, taking
  * the lease if nobody holds it).  A client on this node is dead when its
  * process is gone; on another node, when its heartbeat stood still for the
- * pool's client timeout.
+ * pool's client timeout: when there are clients of other nodes, this call
+ * watches them for up to that long before it judges.
  * Errors: MKV_E_INVAL (NULL, unknown flags), MKV_E_RDONLY (without
  * MKV_DRY_RUN), MKV_E_INTERNAL.
  */

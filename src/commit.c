@@ -463,13 +463,12 @@ done:
 	for (unsigned i = 0; i < n; i++) {
 		struct mkv_req *r = &reqs[i];
 
-		if (r->replayed)
+		if (r->replayed || !fatal)
 			continue;
-		if (i >= applied || fatal == MKV_E_FENCED)
-			r->result = fatal;
-		else if (fatal && (r->op == MKV_OP_PUBLISH || r->op == MKV_OP_DEL) &&
-			 (r->result == 0 || !benign(r->result)))
-			r->result = fatal;
+		/* A failed txn fails every request in it; its grants go back. */
+		if (i < applied && r->op == MKV_OP_GRANT && r->result == 0)
+			mkv_pages_move(p, &r->ext, mkv_grant_word(r->slot, r->inc), MKV_PG_FREE);
+		r->result = fatal;
 	}
 	if (!fatal)
 		moves_apply(p, &b.released, quar, MKV_PG_FREE);
@@ -742,10 +741,11 @@ mkv_service_main(void *arg)
 /*
  * One request through the write path: committed here if this handle holds
  * the lease (taking it first if nobody else has it), else handed to the
- * holder through our request ring.  Returns the request's result.
+ * holder through our request ring, waiting at most timeout_ns for the
+ * answer (0: as long as it takes).  Returns the request's result.
  */
 int
-mkv_write(struct mkv_pool *p, struct mkv_req *r)
+mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
 {
 	unsigned idx;
 	uint32_t seq;
@@ -766,7 +766,8 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r)
 		mkv_lease_drop(p);
 	}
 	pthread_mutex_unlock(&p->h.lock);
-	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq)) || (rc = mkv_rq_wait(p, idx, seq, r)))
+	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq)) ||
+	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns)))
 		return rc;
 	return r->result;
 }

@@ -226,7 +226,6 @@ int mkv_node_attach(struct mkv_pool *p, const char *name);
 int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);
-bool mkv_lease_served(struct mkv_pool *p);
 bool mkv_lease_free(const struct mkv_pool *p);
 static inline uint64_t mkv_holder_id(const struct mkv_pool *p)
 {
@@ -245,7 +244,8 @@ int mkv_rq_init(struct mkv_pool *p);
 void mkv_rq_fini(struct mkv_pool *p);
 int mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
 		uint32_t *seq);
-int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r);
+int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
+		uint64_t timeout_ns);
 void mkv_rq_ring(struct mkv_pool *p);
 unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
@@ -309,7 +309,7 @@ struct mkv_req {
 };
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);
-int mkv_write(struct mkv_pool *p, struct mkv_req *r);
+int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
 void *mkv_service_main(void *arg);
 struct mkv_reclaim;
 void mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);

@@ -44,7 +44,7 @@ check_writable(const struct mkv_pool *p, const char *fn)
 static int
 write_one(struct mkv_pool *p, struct mkv_req *r)
 {
-	int rc = mkv_write(p, r);
+	int rc = mkv_write(p, r, 0);
 
 	if (rc == 0)
 		mkv_err_clear();
@@ -73,7 +73,7 @@ grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
 	if (mkv_grants_cached(p) + ext->npages <= grant_cap(p))
 		mkv_grants_put(p, ext);
 	else
-		mkv_write(p, &back);
+		mkv_write(p, &back, 0);
 }
 
 /*
@@ -252,7 +252,7 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 	memset(ticket, 0, sizeof(*ticket));
 	if (t & TICKET_DONE)
 		r.result = (int32_t)(uint32_t)t;
-	else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r)))
+	else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r, 0)))
 		return rc;
 	else
 		publish_done(pool, &r, true);
@@ -605,6 +605,54 @@ mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_n
 	p->progress(done, total, p->progress_arg);
 }
 
+/*
+ * A client of another node is judged by watching its heartbeat for the
+ * client timeout: wait until every such client has either beaten (alive)
+ * or stood still that long (dead), so that one call can tell.
+ */
+static int
+await_verdicts(struct mkv_pool *p)
+{
+	uint32_t n = p->sb->max_clients;
+	uint64_t *beat0 = calloc(n, sizeof(*beat0)), start = mkv_now_ns();
+	uint8_t *todo = calloc(n, 1);
+	bool pending = true;
+	struct timespec nap = { 0, 20 * 1000 * 1000 };
+
+	if (!beat0 || !todo) {
+		free(beat0);
+		free(todo);
+		return mkv_err(MKV_E_NOMEM, "mkv_pool_reclaim: out of memory");
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t owner = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+
+		if (!MKV_SLOT_PID(owner) || __atomic_load_n(&p->slots[i].node, __ATOMIC_SEQ_CST) == p->node)
+			continue;
+		beat0[i] = __atomic_load_n(&p->slots[i].beat, __ATOMIC_SEQ_CST);
+		todo[i] = !mkv_client_dead(p, i, owner);
+	}
+	while (pending && mkv_now_ns() - start < p->client_timeout_ns + 100000000ULL) {
+		pending = false;
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t owner = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+
+			if (!todo[i])
+				continue;
+			if (!MKV_SLOT_PID(owner) || mkv_client_dead(p, i, owner) ||
+			    __atomic_load_n(&p->slots[i].beat, __ATOMIC_SEQ_CST) != beat0[i])
+				todo[i] = 0;
+			else
+				pending = true;
+		}
+		if (pending)
+			nanosleep(&nap, NULL);
+	}
+	free(beat0);
+	free(todo);
+	return 0;
+}
+
 MKV_EXPORT int
 mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *report)
 {
@@ -617,6 +665,8 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 	if (!report || (flags & ~MKV_DRY_RUN))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_reclaim: NULL report or unknown flags");
 	/* What is dead now: the report, whoever does the work. */
+	if ((rc = await_verdicts(pool)))
+		return rc;
 	mkv_reap(pool, true, report);
 	if (flags & MKV_DRY_RUN)
 		return 0;

@@ -308,16 +308,6 @@ mkv_lease_free(const struct mkv_pool *p)
 	return LOAD(p->state->lease.holder_node) == 0;
 }
 
-/*
- * Whether a write from this handle will be served: it holds the lease, or
- * somebody alive does.  Called with h.lock held.
- */
-bool
-mkv_lease_served(struct mkv_pool *p)
-{
-	return p->h.holding || !mkv_lease_expired(p);
-}
-
 /* Holding, renewed recently enough, and the record still names us. */
 bool
 mkv_lease_valid(struct mkv_pool *p)

@@ -641,13 +641,8 @@ mkv_pool_close(struct mkv_pool **pool)
 		 */
 		if (p->h.ready && !(p->flags & MKV_RDONLY)) {
 			struct mkv_req r = { .op = MKV_OP_DETACH };
-			bool served;
 
-			pthread_mutex_lock(&p->h.lock);
-			served = mkv_lease_served(p);
-			pthread_mutex_unlock(&p->h.lock);
-			if (served)
-				mkv_write(p, &r);
+			mkv_write(p, &r, 2 * p->lease_period_ns);
 		}
 		mkv_service_stop(p);
 		if (p->h.ready && !(p->flags & MKV_RDONLY))

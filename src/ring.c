@@ -86,12 +86,14 @@ seq_resume(struct mkv_pool *p)
 }
 
 /*
- * Wait until request seq in entry idx is answered and copy the answer out.
+ * Wait until request seq in entry idx is answered and copy the answer out;
+ * false if the deadline (CLOCK_MONOTONIC ns, 0 for none) passes first.
  * While waiting, take the lease over if its holder is gone: our request is
- * then answered by our own holder thread.
+ * then answered by our own service thread.
  */
-static void
-await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a)
+static bool
+await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a,
+		uint64_t deadline)
 {
 	struct mkv_rq *e = entry(p, p->slot, idx);
 	uint32_t *completed = &p->slots[p->slot].completed;
@@ -107,8 +109,10 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 			a->out = __atomic_load_n(&e->out_page, __ATOMIC_ACQUIRE);
 			if (e->op == MKV_RQ_GRANT && a->result == 0)
 				a->ext.page = a->out;
-			return;
+			return true;
 		}
+		if (deadline && mkv_now_ns() >= deadline)
+			return false;
 		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
 		if (answered(e, seq))
 			continue;
@@ -174,7 +178,7 @@ entry_get(struct mkv_pool *p, unsigned *idx)
 		}
 		q->async &= ~(1U << oldest);
 		pthread_mutex_unlock(&q->lock);
-		await_answer(p, oldest, q->seqs[oldest], &a);
+		await_answer(p, oldest, q->seqs[oldest], &a, 0);
 		pthread_mutex_lock(&q->lock);
 		keep_answer(q, &a);
 		q->busy &= ~(1U << oldest);
@@ -231,9 +235,14 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	return 0;
 }
 
-/* The answer to request seq (in entry idx), waiting for it if need be. */
+/*
+ * The answer to request seq (in entry idx), waiting for it if need be, at
+ * most timeout_ns (0: as long as it takes; then -ETIMEDOUT, and the request
+ * stays for whoever holds the lease next).
+ */
 int
-mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r)
+mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
+		uint64_t timeout_ns)
 {
 	struct mkv_rqs *q = &p->rq;
 	struct mkv_answer a;
@@ -253,8 +262,11 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r)
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (!kept) {
-		await_answer(p, idx, seq, &a);
+		bool done = await_answer(p, idx, seq, &a, timeout_ns ? mkv_now_ns() + timeout_ns : 0);
+
 		entry_put(p, idx);
+		if (!done)
+			return mkv_err(-ETIMEDOUT, "pool %s: no lease holder answered", p->path);
 	}
 	r->result = a.result;
 	r->ext = a.ext;
