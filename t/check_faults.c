@@ -53,28 +53,6 @@
 #define FT_SANITIZED 0
 #endif
 
-static double
-ft_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void
-ft_sleep_ms(double ms)
-{
-	struct timespec ts;
-
-	if (ms <= 0)
-		return;
-	ts.tv_sec = (time_t)(ms / 1000.0);
-	ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1000.0) * 1e6);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static unsigned
 ft_env(const char *name, unsigned def)
 {
@@ -352,21 +330,21 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 		if (pids[r] == 0)
 			_exit(rg_looper(tu_dir, sh, r, r == RG_LOOPERS ? "b" : "a"));
 	}
-	end = ft_now() + 10;
+	end = tu_now() + 10;
 	for (r = 0; r <= RG_LOOPERS; r++)
 		while (!__atomic_load_n(&sh->ready[r], __ATOMIC_SEQ_CST)) {
-			ck_assert_msg(ft_now() < end && waitpid(pids[r], NULL, WNOHANG) == 0,
+			ck_assert_msg(tu_now() < end && waitpid(pids[r], NULL, WNOHANG) == 0,
 					"reader %u did not start", r);
-			ft_sleep_ms(1);
+			tu_sleep_ms(1);
 		}
 	/* kill the loopers at seeded moments, mid-loop */
 	for (r = 1; r <= RG_LOOPERS; r++) {
-		end = ft_now() + 10;
+		end = tu_now() + 10;
 		while (__atomic_load_n(&sh->loops[r], __ATOMIC_SEQ_CST) < 1) {
-			ck_assert_msg(ft_now() < end, "reader %u does not loop", r);
-			ft_sleep_ms(1);
+			ck_assert_msg(tu_now() < end, "reader %u does not loop", r);
+			tu_sleep_ms(1);
 		}
-		ft_sleep_ms((double)tu_rand_range(&rng, 5, 40));
+		tu_sleep_ms((double)tu_rand_range(&rng, 5, 40));
 		kill(pids[r], SIGKILL);
 		ck_assert_int_eq(tu_wait(pids[r]), 128 + SIGKILL);
 	}
@@ -384,8 +362,8 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 			rc = tu_put(pool, key, klen, TU_PAGE_SIZE);
 			/* quarantine is released as pins go: the dead of node b are
 			 * dead after the client timeout (300 ms) of watching */
-			for (end = ft_now() + 2; rc == MKV_E_NOSPC && ft_now() < end; ) {
-				ft_sleep_ms(20);
+			for (end = tu_now() + 2; rc == MKV_E_NOSPC && tu_now() < end; ) {
+				tu_sleep_ms(20);
 				rc = tu_put(pool, key, klen, TU_PAGE_SIZE);
 				nospc_waits++;
 			}
@@ -702,7 +680,7 @@ ft_run(const char *so, const char *dir, const char *tag, const char *func, unsig
 	}
 	close(fds[1]);
 	fcntl(fds[0], F_SETFL, O_NONBLOCK);
-	end = ft_now() + 10;
+	end = tu_now() + 10;
 	for (;;) {
 		char scratch[512];
 
@@ -719,17 +697,17 @@ ft_run(const char *so, const char *dir, const char *tag, const char *func, unsig
 			break;
 		if (errno != EAGAIN && errno != EINTR)
 			break;
-		if (ft_now() > end) {
+		if (tu_now() > end) {
 			kill(pid, SIGKILL);
 			break;
 		}
-		ft_sleep_ms(1);
+		tu_sleep_ms(1);
 	}
 	out[used] = '\0';
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (ft_now() > end)
+	if (tu_now() > end)
 		return -2;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
@@ -761,7 +739,7 @@ START_TEST(test_injected_faults_fail_cleanly)
 	const char *so;
 	struct mkv_pool *pool;
 	char out[4096], dir[PATH_MAX], tag[32], ctx[160], first_bad[1024] = "";
-	double t0 = ft_now();
+	double t0 = tu_now();
 	int rc;
 
 	if (FT_SANITIZED) {
@@ -804,7 +782,7 @@ START_TEST(test_injected_faults_fail_cleanly)
 			unsigned fm_bad = 0;
 
 			for (j = 0; j < nk && !out_of_time; j++) {
-				if (ft_now() - t0 > budget) {
+				if (tu_now() - t0 > budget) {
 					out_of_time = 1;
 					break;
 				}
@@ -846,7 +824,7 @@ START_TEST(test_injected_faults_fail_cleanly)
 	}
 	printf("fault injection: %lu runs of %zu functions in %.1f s%s, %lu faults injected, "
 			"%lu clean errors returned, %u runs broke the contract (%u hangs)\n",
-			runs, sizeof(funcs) / sizeof(funcs[0]), ft_now() - t0,
+			runs, sizeof(funcs) / sizeof(funcs[0]), tu_now() - t0,
 			out_of_time ? " (time budget spent, runs left out)" : "", injected,
 			clean_errors, bad, hangs);
 	fflush(stdout);

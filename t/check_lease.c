@@ -41,28 +41,6 @@
 
 /* ---- time ---- */
 
-static double
-lt_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void
-lt_sleep_ms(double ms)
-{
-	struct timespec ts;
-
-	if (ms <= 0)
-		return;
-	ts.tv_sec = (time_t)(ms / 1000.0);
-	ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1000.0) * 1e6);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* ---- a child's reason for failing, shared with the test process ---- */
 
 #define LT_WHY_SIZE 1024
@@ -215,13 +193,13 @@ static uint64_t
 lt_drain_pending(struct mkv_pool *pool, double secs)
 {
 	struct mkv_stat st;
-	double end = lt_now() + secs;
+	double end = tu_now() + secs;
 
 	for (;;) {
 		tu_stat(pool, &st);
-		if (st.requests_pending == 0 || lt_now() > end)
+		if (st.requests_pending == 0 || tu_now() > end)
 			return st.requests_pending;
-		lt_sleep_ms(5);
+		tu_sleep_ms(5);
 	}
 }
 
@@ -361,12 +339,12 @@ lt_rec_count(const int *n, int max)
 static int
 lt_await(const int *flag, int value, double secs)
 {
-	double end = lt_now() + secs;
+	double end = tu_now() + secs;
 
 	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < value) {
-		if (lt_now() > end)
+		if (tu_now() > end)
 			return 0;
-		lt_sleep_ms(1);
+		tu_sleep_ms(1);
 	}
 	return 1;
 }
@@ -377,7 +355,7 @@ lt_await(const int *flag, int value, double secs)
 static int
 lt_wait_for(pid_t pid, double secs)
 {
-	double end = lt_now() + secs;
+	double end = tu_now() + secs;
 	int status;
 	pid_t r;
 
@@ -387,13 +365,13 @@ lt_wait_for(pid_t pid, double secs)
 			break;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (lt_now() > end) {
+		if (tu_now() > end) {
 			kill(pid, SIGCONT);
 			kill(pid, SIGKILL);
 			(void)tu_wait(pid);
 			return -2;
 		}
-		lt_sleep_ms(2);
+		tu_sleep_ms(2);
 	}
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
@@ -620,7 +598,7 @@ START_TEST(test_single_writer_takes_lease)
 	gen = st.lease_generation;
 
 	/* the background thread keeps the heartbeat fresh while we sleep */
-	lt_sleep_ms(3 * LT_PERIOD);
+	tu_sleep_ms(3 * LT_PERIOD);
 	tu_stat(pool, &st);
 	ck_assert_msg(st.lease_heartbeat_age_ms >= 0 &&
 			st.lease_heartbeat_age_ms < (int64_t)LT_PERIOD,
@@ -852,7 +830,7 @@ kill_holder(const char *dir, const char *logpath, struct kill_sh *sh, uint64_t s
 	struct mkv_pool *pool;
 	struct mkv_stat st;
 	uint64_t rng = seed ^ 0x401d;
-	double end = lt_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + LT_CHILD_DEADLINE;
 	uint8_t mine[K_WMAX] = { 0 };
 	char key[64];
 	size_t klen;
@@ -884,13 +862,13 @@ kill_holder(const char *dir, const char *logpath, struct kill_sh *sh, uint64_t s
 			lt_rec_add(&sh->n_failed, sh->failed, K_MAXREC, 0, i, rc);
 		}
 		kill_churn(pool, sh, 0, i, mine, &nomsg);
-		lt_sleep_ms((double)tu_rand_range(&rng, 0, 3));
+		tu_sleep_ms((double)tu_rand_range(&rng, 0, 3));
 	}
 	if (nomsg)
 		__atomic_add_fetch(&sh->nomsg, nomsg, __ATOMIC_SEQ_CST);
 	/* hold the lease, idle, until killed */
-	while (lt_now() < end)
-		lt_sleep_ms(10);
+	while (tu_now() < end)
+		tu_sleep_ms(10);
 	return lt_fail(35, "holder was never killed");
 }
 
@@ -900,7 +878,7 @@ kill_writer(const char *dir, const char *logpath, struct kill_sh *sh, unsigned w
 {
 	struct mkv_pool *pool;
 	uint64_t rng = seed ^ (0x3117ULL * w);
-	double end = lt_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + LT_CHILD_DEADLINE;
 	uint8_t mine[K_WMAX] = { 0 };
 	char key[64];
 	size_t klen;
@@ -918,7 +896,7 @@ kill_writer(const char *dir, const char *logpath, struct kill_sh *sh, unsigned w
 		if (i >= K_WMAX)
 			return lt_fail(43, "writer %u (node %s): only %u publishes succeeded "
 					"after the kill, in %u tries", w, node, post, i);
-		if (lt_now() > end)
+		if (tu_now() > end)
 			return lt_fail(44, "writer %u (node %s): out of time after %u keys, "
 					"%u after the kill", w, node, i, post);
 		killed = __atomic_load_n(&sh->killed, __ATOMIC_ACQUIRE);
@@ -935,7 +913,7 @@ kill_writer(const char *dir, const char *logpath, struct kill_sh *sh, unsigned w
 			lt_rec_add(&sh->n_failed, sh->failed, K_MAXREC, w, i, rc);
 		}
 		kill_churn(pool, sh, w, i, mine, &nomsg);
-		lt_sleep_ms((double)tu_rand_range(&rng, 0, 3));
+		tu_sleep_ms((double)tu_rand_range(&rng, 0, 3));
 	}
 	if (nomsg)
 		__atomic_add_fetch(&sh->nomsg, nomsg, __ATOMIC_SEQ_CST);
@@ -1005,7 +983,7 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 				_exit(kill_writer(dir, logpath, sh, (unsigned)w + 1, nodes[w], seed));
 		}
 		__atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
-		lt_sleep_ms(delay);
+		tu_sleep_ms(delay);
 		rc = waitpid(h, NULL, WNOHANG);
 		ck_assert_msg(rc == 0, "%s: holder ended before the kill: %s", ctx, lt_why_text());
 		lt_kill9(h);
@@ -1149,7 +1127,7 @@ stop_holder(const char *dir, const char *logpath, struct stop_sh *sh)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
-	double end = lt_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + LT_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	unsigned i, post = 0;
@@ -1167,7 +1145,7 @@ stop_holder(const char *dir, const char *logpath, struct stop_sh *sh)
 	sh->h_gen = st.lease_generation;
 	__atomic_store_n(&sh->h_ready, 1, __ATOMIC_SEQ_CST);
 	for (i = 0; post < P_HPOST; i++) {
-		if (i >= P_MAXREC / 2 || lt_now() > end)
+		if (i >= P_MAXREC / 2 || tu_now() > end)
 			return lt_fail(54, "H: %u keys, %u after SIGCONT, out of time or keys", i, post);
 		cont = __atomic_load_n(&sh->continued, __ATOMIC_ACQUIRE);
 		if (cont && post == 0) {
@@ -1190,7 +1168,7 @@ stop_holder(const char *dir, const char *logpath, struct stop_sh *sh)
 			else
 				sh->h_post_failed++;
 		}
-		lt_sleep_ms(2);
+		tu_sleep_ms(2);
 	}
 	if (nomsg)
 		__atomic_add_fetch(&sh->nomsg, nomsg, __ATOMIC_SEQ_CST);
@@ -1203,7 +1181,7 @@ stop_writer(const char *dir, const char *logpath, struct stop_sh *sh, const char
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
-	double end = lt_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + LT_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	unsigned i, post = 0;
@@ -1215,7 +1193,7 @@ stop_writer(const char *dir, const char *logpath, struct stop_sh *sh, const char
 	if (rc < 0)
 		return lt_fail(61, "W open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	for (i = 0; post < P_WPOST; i++) {
-		if (i >= P_MAXREC / 2 || lt_now() > end)
+		if (i >= P_MAXREC / 2 || tu_now() > end)
 			return lt_fail(62, "W (node %s): %u keys, took over %d, out of time or keys",
 					node, i, sh->w_took);
 		exited = __atomic_load_n(&sh->h_exited, __ATOMIC_ACQUIRE);
@@ -1237,7 +1215,7 @@ stop_writer(const char *dir, const char *logpath, struct stop_sh *sh, const char
 		}
 		if (exited)
 			post++;
-		lt_sleep_ms(5);
+		tu_sleep_ms(5);
 	}
 	mkv_pool_close(&pool);
 	return 0;
@@ -1278,7 +1256,7 @@ stop_trial(const char *wnode)
 		rc = waitpid(h, &status, WUNTRACED);
 	while (rc < 0 && errno == EINTR);
 	ck_assert_msg(rc == h && WIFSTOPPED(status), "%s: H did not stop", ctx);
-	t_stop = lt_now();
+	t_stop = tu_now();
 
 	w = tu_fork();
 	ck_assert_int_ge(w, 0);
@@ -1299,9 +1277,9 @@ stop_trial(const char *wnode)
 		ck_abort_msg("%s: W stalled after its first publish (%s); %s", ctx, lt_why_text(),
 				snap);
 	}
-	while (lt_now() - t_stop < 2.5 * LT_PERIOD / 1000.0)
-		lt_sleep_ms(10);
-	lt_sleep_ms(LT_PERIOD);
+	while (tu_now() - t_stop < 2.5 * LT_PERIOD / 1000.0)
+		tu_sleep_ms(10);
+	tu_sleep_ms(LT_PERIOD);
 
 	__atomic_store_n(&sh->continued, 1, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(kill(h, SIGCONT), 0);
@@ -1445,7 +1423,7 @@ contender(const char *dir, const char *logpath, struct contend_sh *sh, unsigned 
 			lt_note_failure(&sh->note, rc);
 			lt_rec_add(&sh->n_failed, sh->failed, C_MAXREC, 0, c * 8 + i, rc);
 		}
-		lt_sleep_ms((double)tu_rand_range(&rng, 0, 10));
+		tu_sleep_ms((double)tu_rand_range(&rng, 0, 10));
 	}
 	if (nomsg)
 		__atomic_add_fetch(&sh->nomsg, nomsg, __ATOMIC_SEQ_CST);
@@ -1477,9 +1455,9 @@ START_TEST(test_two_nodes_contend_unique_generations)
 
 	lt_why_init();
 	lt_create(tu_dir, C_DATA, 64);
-	start = lt_now();
+	start = tu_now();
 	for (;;) {
-		t = lt_now();
+		t = tu_now();
 		/* keep C_LIVE children running for C_SECONDS */
 		while (nlive < C_LIVE && t - start < C_SECONDS && nchild < C_MAXCHILD) {
 			seed = tu_rand(&rng);
@@ -1499,13 +1477,13 @@ START_TEST(test_two_nodes_contend_unique_generations)
 			int status;
 			pid_t r;
 
-			if (live[i].kill_at > 0 && lt_now() >= live[i].kill_at) {
+			if (live[i].kill_at > 0 && tu_now() >= live[i].kill_at) {
 				lt_kill9(live[i].pid);
 				nkilled++;
 			} else {
 				r = waitpid(live[i].pid, &status, WNOHANG);
 				if (r == 0) {
-					ck_assert_msg(lt_now() - start < C_SECONDS + 30,
+					ck_assert_msg(tu_now() - start < C_SECONDS + 30,
 							"child %u (pid %d) hangs; %s", live[i].c,
 							(int)live[i].pid, lt_snapshot(tu_dir));
 					continue;
@@ -1517,7 +1495,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 			}
 			live[i--] = live[--nlive];
 		}
-		lt_sleep_ms(2);
+		tu_sleep_ms(2);
 	}
 	ck_assert_msg(sh->nomsg == 0, "%d failed calls left no error message", sh->nomsg);
 
@@ -1772,7 +1750,7 @@ rdonly_writer(const char *dir, const char *logpath, struct rdonly_sh *sh,
 		unsigned from, unsigned n, int stay)
 {
 	struct mkv_pool *pool;
-	double end = lt_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + LT_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	unsigned i;
@@ -1790,8 +1768,8 @@ rdonly_writer(const char *dir, const char *logpath, struct rdonly_sh *sh,
 					mkv_errormsg());
 	}
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_SEQ_CST);
-	while (stay && lt_now() < end)
-		lt_sleep_ms(10);
+	while (stay && tu_now() < end)
+		tu_sleep_ms(10);
 	if (stay)
 		return lt_fail(103, "never killed");
 	mkv_pool_close(&pool);
@@ -1842,7 +1820,7 @@ START_TEST(test_rdonly_never_takes_lease)
 	ck_assert_str_eq(st.lease_holder_node, "");
 	ck_assert_uint_eq(st.lease_period_ms, LT_PERIOD);
 	TU_ERR(mkv_put(r, "x", 1, "y", 1), MKV_E_RDONLY);
-	lt_sleep_ms(2 * LT_PERIOD);
+	tu_sleep_ms(2 * LT_PERIOD);
 	tu_stat(r, &st);
 	ck_assert_uint_eq(st.lease_holder_pid, 0);
 
@@ -1862,8 +1840,8 @@ START_TEST(test_rdonly_never_takes_lease)
 
 	/* the holder dies; reads go on, and we do not take over */
 	lt_kill9(h);
-	end = lt_now() + 3.0 * LT_PERIOD / 1000.0;
-	while (lt_now() < end) {
+	end = tu_now() + 3.0 * LT_PERIOD / 1000.0;
+	while (tu_now() < end) {
 		rdonly_read_all(r, R_KEYS);
 		tu_stat(r, &st);
 		ck_assert_uint_ne(st.lease_holder_pid, (uint32_t)getpid());

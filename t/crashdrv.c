@@ -73,34 +73,6 @@
 
 /* ---- time ---- */
 
-static double
-cd_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void
-cd_sleep_us(double us)
-{
-	struct timespec ts;
-
-	if (us <= 0)
-		return;
-	ts.tv_sec = (time_t)(us / 1e6);
-	ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static void
-cd_sleep_ms(double ms)
-{
-	cd_sleep_us(ms * 1000.0);
-}
-
 /* ---- shared state ---- */
 
 enum cd_role { R_WRITER, R_DELETER, R_READER };
@@ -215,9 +187,9 @@ cd_phase(int ph)
 	if (ph == PH_NONE || __atomic_load_n(&c->park, __ATOMIC_SEQ_CST) != ph)
 		return;
 	__atomic_store_n(&c->parked, 1, __ATOMIC_SEQ_CST);
-	end = cd_now() + 3.0;
-	while (__atomic_load_n(&c->park, __ATOMIC_SEQ_CST) == ph && cd_now() < end)
-		cd_sleep_us(20);
+	end = tu_now() + 3.0;
+	while (__atomic_load_n(&c->park, __ATOMIC_SEQ_CST) == ph && tu_now() < end)
+		tu_sleep_us(20);
 	__atomic_store_n(&c->parked, 0, __ATOMIC_SEQ_CST);
 }
 
@@ -346,7 +318,7 @@ writer(const char *path, const char *node, uint64_t seed)
 	struct cd_pending pend[3];
 	struct mkv_buf b;
 	uint64_t rng = seed ^ (0x5157ULL * (uint64_t)(me + 1));
-	double end = cd_now() + CD_CHILD_DEADLINE;
+	double end = tu_now() + CD_CHILD_DEADLINE;
 	unsigned idx = 0, n, k, how;
 	int rc, bad = 0;
 
@@ -356,9 +328,9 @@ writer(const char *path, const char *node, uint64_t seed)
 	cd_phase(PH_IDLE);
 	__atomic_store_n(&c->ready, 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
-		cd_sleep_us(200);
+		tu_sleep_us(200);
 	while (idx < CD_WMAX && !cd_stopping() && !bad) {
-		if (cd_now() > end)
+		if (tu_now() > end)
 			return cd_fail(11, "writer out of time at key %u", idx);
 		how = (unsigned)tu_rand_range(&rng, 0, 3);
 		n = how == 3 ? (unsigned)tu_rand_range(&rng, 2, 3) : 1;
@@ -457,10 +429,10 @@ writer(const char *path, const char *node, uint64_t seed)
 			}
 		}
 		if (rc == MKV_E_NOSPC)
-			cd_sleep_ms(5);
+			tu_sleep_ms(5);
 		idx += n;
 		cd_phase(PH_IDLE);
-		cd_sleep_us((double)tu_rand_range(&rng, 1000, 5000));
+		tu_sleep_us((double)tu_rand_range(&rng, 1000, 5000));
 	}
 	cd_phase(PH_CLOSE);
 	mkv_pool_close(&pool);
@@ -476,7 +448,7 @@ deleter(const char *path, const char *node, uint64_t seed)
 	struct cd_child *c = &sh->ch[me];
 	struct mkv_pool *pool;
 	uint64_t rng = seed ^ (0xde1ULL * (uint64_t)(me + 1));
-	double end = cd_now() + CD_CHILD_DEADLINE;
+	double end = tu_now() + CD_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	struct cd_rec *r;
@@ -489,13 +461,13 @@ deleter(const char *path, const char *node, uint64_t seed)
 	cd_phase(PH_IDLE);
 	__atomic_store_n(&c->ready, 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
-		cd_sleep_us(200);
+		tu_sleep_us(200);
 	while (!cd_stopping() && !bad) {
-		if (cd_now() > end)
+		if (tu_now() > end)
 			return cd_fail(21, "deleter out of time");
 		n = cd_rec_count();
 		if (n == 0) {
-			cd_sleep_us(500);
+			tu_sleep_us(500);
 			continue;
 		}
 		r = &sh->acked[tu_rand_range(&rng, 0, (uint64_t)n - 1)];
@@ -518,7 +490,7 @@ deleter(const char *path, const char *node, uint64_t seed)
 			bad |= cd_check_failure("del", key, rc);
 		}
 		cd_phase(PH_IDLE);
-		cd_sleep_us((double)tu_rand_range(&rng, 500, 3000));
+		tu_sleep_us((double)tu_rand_range(&rng, 500, 3000));
 	}
 	cd_phase(PH_CLOSE);
 	mkv_pool_close(&pool);
@@ -563,7 +535,7 @@ reader(const char *path, const char *node, uint64_t seed)
 	char kbuf[CD_MAXVIEWS][64], pbuf[32][64];
 	size_t klen[CD_MAXVIEWS], hits, found;
 	uint64_t rng = seed ^ (0x7eadULL * (uint64_t)(me + 1));
-	double end = cd_now() + CD_CHILD_DEADLINE;
+	double end = tu_now() + CD_CHILD_DEADLINE;
 	unsigned op, nv, i, w, nk;
 	int rc, bad = 0;
 
@@ -573,9 +545,9 @@ reader(const char *path, const char *node, uint64_t seed)
 	cd_phase(PH_IDLE);
 	__atomic_store_n(&c->ready, 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
-		cd_sleep_us(200);
+		tu_sleep_us(200);
 	while (!cd_stopping() && !bad) {
-		if (cd_now() > end)
+		if (tu_now() > end)
 			return cd_fail(31, "reader out of time");
 		op = (unsigned)tu_rand_range(&rng, 0, 9);
 		if (op < 6) {
@@ -597,7 +569,7 @@ reader(const char *path, const char *node, uint64_t seed)
 				}
 			}
 			cd_phase(PH_HOLD);
-			cd_sleep_us((double)tu_rand_range(&rng, 0, 30000));
+			tu_sleep_us((double)tu_rand_range(&rng, 0, 30000));
 			for (i = 0; i < nv; i++) {
 				if (v[i].data == NULL)
 					continue;
@@ -652,7 +624,7 @@ reader(const char *path, const char *node, uint64_t seed)
 				bad |= cd_fail(36, "exists %s = %d (%s)", kbuf[0], rc, mkv_strerror(rc));
 		}
 		cd_phase(PH_IDLE);
-		cd_sleep_us((double)tu_rand_range(&rng, 0, 1500));
+		tu_sleep_us((double)tu_rand_range(&rng, 0, 1500));
 	}
 	cd_phase(PH_CLOSE);
 	mkv_pool_close(&pool);
@@ -725,7 +697,7 @@ json_int(const char *text, const char *key)
 static int
 cd_wait_for(pid_t pid, double secs)
 {
-	double end = cd_now() + secs;
+	double end = tu_now() + secs;
 	int status;
 	pid_t r;
 
@@ -735,9 +707,9 @@ cd_wait_for(pid_t pid, double secs)
 			break;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (cd_now() > end)
+		if (tu_now() > end)
 			return -2;
-		cd_sleep_ms(1);
+		tu_sleep_ms(1);
 	}
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
@@ -865,7 +837,7 @@ leftover_clients(const char *path)
 	memset(&r1, 0, sizeof(r1));
 	memset(&r2, 0, sizeof(r2));
 	rc = mkv_pool_reclaim(pool, 0, &r1);
-	cd_sleep_ms(CD_TIMEOUT + 200);
+	tu_sleep_ms(CD_TIMEOUT + 200);
 	if (rc == 0)
 		rc = mkv_pool_reclaim(pool, 0, &r2);
 	mkv_pool_close(&pool);
@@ -1197,7 +1169,7 @@ main(int argc, char **argv)
 		watch_pids[i] = pid;
 	}
 	/* all open before the clock starts */
-	t = cd_now() + 15;
+	t = tu_now() + 15;
 	for (i = 0; i < n; i++)
 		while (!__atomic_load_n(&sh->ch[i].ready, __ATOMIC_ACQUIRE)) {
 			rc = cd_wait_for(sh->ch[i].pid, 0);
@@ -1208,36 +1180,36 @@ main(int argc, char **argv)
 				sh->ch[i].status = rc;
 				break;
 			}
-			if (cd_now() > t) {
+			if (tu_now() > t) {
 				printf("# child %d did not open in 15 s\n", i);
 				nfail_parent++;
 				break;
 			}
-			cd_sleep_ms(1);
+			tu_sleep_ms(1);
 		}
 	__atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
-	t0 = cd_now();
+	t0 = tu_now();
 
 	for (i = 0; i < nkill; i++) {
 		struct cd_kill *k = &kl[i];
 		struct cd_child *c = &sh->ch[k->child];
 		int ph, how = 0;  /* 0 random moment, 1 parked, 2 let go */
 
-		cd_sleep_ms(k->at_ms - (cd_now() - t0) * 1000.0);
+		tu_sleep_ms(k->at_ms - (tu_now() - t0) * 1000.0);
 		if (c->exited)
 			continue;
 		if (k->park) {
 			__atomic_store_n(&c->park, k->park, __ATOMIC_SEQ_CST);
-			t = cd_now() + 0.15;
-			while (!__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST) && cd_now() < t)
-				cd_sleep_us(10);
+			t = tu_now() + 0.15;
+			while (!__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST) && tu_now() < t)
+				tu_sleep_us(10);
 			if (__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST)) {
 				how = 1;
 				if (k->inside) {
 					__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
 					/* spin: nanosleep's slack is larger than the delay */
-					t = cd_now() + k->delay_us / 1e6;
-					while (cd_now() < t)
+					t = tu_now() + k->delay_us / 1e6;
+					while (tu_now() < t)
 						;
 					how = 2;
 				}
@@ -1251,37 +1223,37 @@ main(int argc, char **argv)
 		c->killed = 1;
 		c->status = rc;
 		watch_pids[k->child] = 0;
-		last_kill = cd_now();
+		last_kill = tu_now();
 		kills++;
 		kills_by_phase[ph]++;
 		parked_kills += how == 1;
 		inside_kills += how == 2;
 		printf("# killed child %d (%s, node %c, pid %d) at %.0f ms in %s%s\n", k->child,
 				role_name[c->role], nodes[k->child], (int)c->pid,
-				(cd_now() - t0) * 1000.0, phase_name[ph],
+				(tu_now() - t0) * 1000.0, phase_name[ph],
 				how == 1 ? " (parked before the call)" :
 				how == 2 ? " (let go into the call)" : "");
 	}
-	cd_sleep_ms(run_ms - (cd_now() - t0) * 1000.0);
+	tu_sleep_ms(run_ms - (tu_now() - t0) * 1000.0);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_SEQ_CST);
 	for (i = 0; i < n; i++)
 		__atomic_store_n(&sh->ch[i].park, 0, __ATOMIC_SEQ_CST);
 
 	/* survivors finish their step, close and exit 0 */
-	t = cd_now() + 15;
+	t = tu_now() + 15;
 	for (i = 0; i < n; i++) {
 		struct cd_child *c = &sh->ch[i];
 
 		if (c->exited)
 			continue;
-		rc = cd_wait_for(c->pid, t - cd_now());
+		rc = cd_wait_for(c->pid, t - tu_now());
 		if (rc == -2) {
 			cd_bad("child %d (%s, node %c) did not finish in 15 s after stop; stuck in %s",
 					i, role_name[c->role], nodes[i],
 					phase_name[__atomic_load_n(&c->phase, __ATOMIC_SEQ_CST)]);
 			kill(c->pid, SIGKILL);
 			rc = tu_wait(c->pid);
-			last_kill = cd_now();
+			last_kill = tu_now();
 		} else if (rc != 0) {
 			cd_bad("child %d (%s, node %c) exited with %d: %s", i, role_name[c->role],
 					nodes[i], rc, sh->why);
@@ -1296,7 +1268,7 @@ main(int argc, char **argv)
 		printf("# failed calls with %s: %u\n", mkv_strerror(sh->code[i]), sh->code_n[i]);
 
 	/* the dead of node b are dead once their heartbeat stood still this long */
-	cd_sleep_ms((last_kill + (CD_TIMEOUT + 150) / 1000.0 - cd_now()) * 1000.0);
+	tu_sleep_ms((last_kill + (CD_TIMEOUT + 150) / 1000.0 - tu_now()) * 1000.0);
 	reclaimed = run_reclaim(gc, dir, path, &gc_clients, &gc_readers);
 	extra = leftover_clients(path);
 	if (extra > 0)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -422,4 +423,32 @@ tu_run_suite(Suite *s)
 	srunner_free(sr);
 	(void)tu_rmtree(root);
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+double
+tu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+tu_sleep_us(double us)
+{
+	struct timespec ts;
+
+	if (us <= 0)
+		return;
+	ts.tv_sec = (time_t)(us / 1e6);
+	ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+void
+tu_sleep_ms(double ms)
+{
+	tu_sleep_us(ms * 1000.0);
 }

@@ -90,6 +90,14 @@ void tu_stat(struct mkv_pool *pool, struct mkv_stat *st);
 /** 1 if the view/buffer memory is all zero. */
 int tu_is_zero(const void *p, size_t n);
 
+/* ---- time ---- */
+
+/** CLOCK_MONOTONIC in seconds. */
+double tu_now(void);
+/** Sleep that long, through signals. */
+void tu_sleep_us(double us);
+void tu_sleep_ms(double ms);
+
 /* ---- processes ---- */
 
 /** fork(); the child dies with SIGKILL when its parent dies.  Children

@@ -11,6 +11,8 @@
  */
 #include <marukv.h>
 
+#include "json.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -61,27 +63,6 @@ static void usage(FILE *f)
 
 /* ---- output --------------------------------------------------------------- */
 
-/* A JSON string literal (RFC 8259 escapes) on stdout. */
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':  fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (*p < 0x20)
-				printf("\\u%04x", *p);
-			else
-				putchar(*p);
-		}
-	}
-	putchar('"');
-}
-
 /*
  * The figures of a command's result, in output order.  JSON keys are a
  * stable schema (marukv-gc(1)): add keys at the end, never rename one.
@@ -119,15 +100,15 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 {
 	if (o->json) {
 		fputs("{\n  \"command\": ", stdout);
-		json_string(cmd_name[o->cmd]);
+		json_string(stdout, cmd_name[o->cmd]);
 		fputs(",\n  \"path\": ", stdout);
-		json_string(o->name);
+		json_string(stdout, o->name);
 		printf(",\n  \"%s\": %s", flag_json, flag ? "true" : "false");
 		for (size_t i = 0; i < n; i++)
 			printf(",\n  \"%s\": %" PRIu64, f[i].json, f[i].value);
 		if (str_json) {
 			printf(",\n  \"%s\": ", str_json);
-			json_string(str);
+			json_string(stdout, str);
 		}
 		fputs("\n}\n", stdout);
 		return;

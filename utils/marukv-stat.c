@@ -11,6 +11,8 @@
  */
 #include <marukv.h>
 
+#include "json.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -67,27 +69,6 @@ static void format_uuid(const uint8_t u[16], char out[37])
 		out[o++] = hex[u[i] & 0xf];
 	}
 	out[o] = '\0';
-}
-
-/* A JSON string literal (RFC 8259 escapes) on stdout. */
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':  fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (*p < 0x20)
-				printf("\\u%04x", *p);
-			else
-				putchar(*p);
-		}
-	}
-	putchar('"');
 }
 
 /*
@@ -176,7 +157,7 @@ static void print_clients_json(const struct mkv_client *c, size_t n)
 	fputs(",\n  \"client_list\": [", stdout);
 	for (size_t i = 0; i < n; i++) {
 		printf("%s\n    { \"slot\": %" PRIu32 ", \"node\": ", i ? "," : "", c[i].slot);
-		json_string(c[i].node);
+		json_string(stdout, c[i].node);
 		printf(", \"pid\": %" PRIu32 ", \"alive\": %s, \"rdonly\": %s, \"holder\": %s"
 			", \"pin\": %" PRIu64 ", \"pages_granted\": %" PRIu64
 			", \"heartbeat_age_ms\": %" PRId64 " }", c[i].pid,
@@ -236,16 +217,16 @@ static void print_json(const struct report *r)
 	char buf[32];
 
 	fputs("{\n  \"path\": ", stdout);
-	json_string(r->path);
+	json_string(stdout, r->path);
 	printf(",\n  \"uuid\": \"%s\"", r->uuid);
 	for (size_t i = 0; i < r->n; i++)
 		printf(",\n  \"%s\": %s", r->f[i].json, field_text(&r->f[i], 0, buf, sizeof(buf)));
 	fputs(",\n  \"lease_holder_node\": ", stdout);
-	json_string(st->lease_holder_node);
+	json_string(stdout, st->lease_holder_node);
 	fputs(",\n  \"backing\": ", stdout);
-	json_string(backing_name(st->backing));
+	json_string(stdout, backing_name(st->backing));
 	fputs(",\n  \"dax_device\": ", stdout);
-	json_string(st->dax_device);
+	json_string(stdout, st->dax_device);
 	for (size_t i = 0; i < r->nmore; i++)
 		printf(",\n  \"%s\": %s", r->more[i].json,
 			field_text(&r->more[i], 0, buf, sizeof(buf)));

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "../json.h"
+
 #define PROG "marukv-bench"
 
 enum { EXIT_OK = 0, EXIT_VERIFY = 1, EXIT_ERR = 2 };
@@ -84,8 +86,6 @@ double percentile_sorted(const double *sorted, size_t n, unsigned p);
 
 /* ---- output ------------------------------------------------------------------- */
 
-/* s as a JSON string, quotes included. */
-void json_string(FILE *f, const char *s);
 /* A number as JSON: NaN and infinities (no sample) as null. */
 void json_number(FILE *f, double v, int decimals);
 /* What failed in the library: its message, else the code's text. */

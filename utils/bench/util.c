@@ -234,22 +234,6 @@ int summarize(const double *v, size_t n, struct summary *s)
 
 /* ---- output ------------------------------------------------------------------- */
 
-void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 void json_number(FILE *f, double v, int decimals)
 {
 	if (isnan(v) || isinf(v))
