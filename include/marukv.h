@@ -131,7 +131,9 @@ struct mkv_stat {
 	uint32_t client_timeout_ms; /**< the pool's client timeout */
 	char dax_device[32];      /**< devdax: the device's name (daxX.Y), else "" */
 	uint64_t dax_align;       /**< devdax: its alignment in bytes, else 0 */
-	uint64_t reserved_[4];
+	uint32_t low_watermark;   /**< percent; 0: no automatic eviction */
+	uint32_t high_watermark;  /**< percent */
+	uint64_t reserved_[3];
 };
 
 /** What backs a pool's data arena. */
@@ -230,6 +232,18 @@ MKV_EXPORT int mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
  * Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms);
+/** Default eviction watermarks: evict below 5 % free, up to 10 %. */
+#define MKV_DEFAULT_LOW_WATERMARK 5U
+#define MKV_DEFAULT_HIGH_WATERMARK 10U
+/**
+ * Eviction watermarks, in percent of the data pages (creation parameter;
+ * mkv_pool_set_watermarks() changes them later): when free and
+ * quarantined pages fall below @p low_pct, the lease holder evicts cold
+ * values until they reach @p high_pct.  0 < low <= high <= 90; low 0 turns
+ * automatic eviction off.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct,
+		unsigned high_pct);
 /** Default client timeout: 10000 ms. */
 #define MKV_DEFAULT_CLIENT_TIMEOUT_MS 10000U
 /**
@@ -366,6 +380,13 @@ struct mkv_evict {
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
 		struct mkv_evict *report);
 
+/**
+ * Change the pool's eviction watermarks (see mkv_opts_set_watermarks()),
+ * through the lease holder.  Errors: MKV_E_INVAL, MKV_E_RDONLY.
+ */
+MKV_EXPORT int mkv_pool_set_watermarks(struct mkv_pool *pool, unsigned low_pct,
+		unsigned high_pct);
+
 /** One client slot in use, from mkv_pool_clients(). */
 struct mkv_client {
 	uint32_t slot;
@@ -397,8 +418,11 @@ MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
 /**
  * Allocate a writable buffer of @p len bytes in the data arena (whole
  * pages, contiguous).  Fill it, then mkv_publish() or mkv_abort() it.
+ * When no run of free pages is long enough, the holder evicts cold values
+ * at once and the call waits for it.
  * Errors: MKV_E_INVAL (len 0), MKV_E_NOSPC (no run of free pages that
- * long), MKV_E_RDONLY.
+ * long even after eviction: what is left is pinned by views, or granted),
+ * MKV_E_RDONLY.
  */
 MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf);
 /**

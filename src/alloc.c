@@ -33,7 +33,10 @@ mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t w
 	return true;
 }
 
-/* Move the extent's pages from word `from` to `to`; returns how many moved. */
+/*
+ * Move the extent's pages from word `from` to `to`; returns how many
+ * moved.  The holder's counts of free and quarantined pages follow.
+ */
 uint64_t
 mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, uint64_t to)
 {
@@ -47,6 +50,14 @@ mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, 
 			moved++;
 	}
 	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
+	if (MKV_PG_STATE(from) == MKV_PG_FREE)
+		p->h.free_pages -= moved;
+	if (MKV_PG_STATE(to) == MKV_PG_FREE)
+		p->h.free_pages += moved;
+	if (MKV_PG_STATE(from) == MKV_PG_QUARANTINED)
+		p->h.quarantined_pages -= moved;
+	if (MKV_PG_STATE(to) == MKV_PG_QUARANTINED)
+		p->h.quarantined_pages += moved;
 	return moved;
 }
 

@@ -72,6 +72,7 @@ struct batch {
 	struct moves dels;      /* used -> quarantined, before the commit */
 	struct moves released;  /* quarantined -> free, after the commit */
 	int64_t bytes;          /* change of the stored byte count */
+	bool evicted;           /* eviction ran to make room for a grant */
 };
 
 /* Errors that leave the txn usable: a refused request, not a failed one. */
@@ -234,26 +235,29 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)b->bytes);
 }
 
+/* Pages free or quarantined, counting this txn's deletes: the room to come. */
+static uint64_t
+room(const struct mkv_pool *p, const struct batch *b)
+{
+	uint64_t have = p->h.free_pages + p->h.quarantined_pages;
+
+	for (size_t i = 0; i < b->dels.n; i++)
+		have += b->dels.v[i].ext.npages;
+	return have;
+}
+
 /*
- * Evict cold values until free and quarantined pages reach the percentage
- * asked: a clock hand sweeps the pages; a value whose first page readers
- * touched since the last sweep loses the mark and stays (second chance).
+ * Evict cold values until free and quarantined pages reach want: a clock
+ * hand sweeps the pages; a value whose first page readers touched since
+ * the last sweep loses the mark and stays (second chance).
  */
 static int
-apply_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
-	uint64_t want = (p->nr_pages * r->ext.npages + 99) / 100, have = 0, scanned = 0;
-	uint64_t evicted = 0;
+	uint64_t have = room(p, b), scanned = 0, evicted = 0;
 	uint64_t hand = p->state->clock, total;
 	int rc = 0;
 
-	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
-
-		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
-	}
-	for (size_t i = 0; i < b->dels.n; i++)
-		have += b->dels.v[i].ext.npages;
 	while (have < want && scanned < 2 * p->nr_pages) {
 		uint64_t be, step = 1;
 		MDB_val pk = { sizeof(be), &be }, k;
@@ -281,12 +285,37 @@ apply_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b
 	}
 	p->state->clock = hand;
 	p->super.persist(&p->state->clock, sizeof(p->state->clock));
+	*out = evicted;
 	if (rc || !evicted)
 		return rc;
-	r->out = evicted;
 	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)))
 		return rc;
 	return mkv_reg_meta_put(p, txn, "evictions", total + evicted);
+}
+
+static uint64_t
+pct_pages(const struct mkv_pool *p, uint64_t pct)
+{
+	return (p->nr_pages * pct + 99) / 100;
+}
+
+/* A grant short of pages: evict what it needs (at least to the high mark). */
+static int
+grant_or_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+{
+	uint64_t grant = mkv_grant_word(r->slot, r->inc), want, evicted;
+	int rc = mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
+
+	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages || b->evicted || r->retried ||
+	    !p->h.wm_low)
+		return rc;
+	want = pct_pages(p, p->h.wm_high);
+	if (want < room(p, b) + r->ext.npages)
+		want = room(p, b) + r->ext.npages;
+	if (evict_to(p, txn, want, b, &evicted))
+		return rc;
+	b->evicted = evicted > 0;
+	return rc;
 }
 
 static int
@@ -302,7 +331,7 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	case MKV_OP_GRANT:
 		if (r->ext.npages == 0)
 			return mkv_err(MKV_E_INVAL, "grant: no pages asked");
-		return mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
+		return grant_or_evict(p, txn, r, b);
 	case MKV_OP_UNGRANT:
 		if (!extent_ok(p, &r->ext) || !mkv_pages_are(p, &r->ext, grant))
 			return mkv_err(MKV_E_INVAL, "ungrant: pages not granted to this client");
@@ -322,7 +351,18 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 		if (r->ext.npages > 100)
 			return mkv_err(MKV_E_INVAL, "evict: %llu percent",
 					(unsigned long long)r->ext.npages);
-		return apply_evict(p, txn, r, b);
+		return evict_to(p, txn, pct_pages(p, r->ext.npages), b, &r->out);
+	case MKV_OP_WATERMARKS: {
+		int rc;
+
+		if ((rc = mkv_watermarks_check((unsigned)r->ext.page, (unsigned)r->ext.npages)) ||
+		    (rc = mkv_reg_meta_put(p, txn, "wm_low", r->ext.page)) ||
+		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->ext.npages)))
+			return rc;
+		p->h.wm_low = (uint32_t)r->ext.page;
+		p->h.wm_high = (uint32_t)r->ext.npages;
+		return 0;
+	}
 	}
 	return mkv_err(MKV_E_INVAL, "commit: unknown request %d", (int)r->op);
 }
@@ -440,6 +480,12 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 			break;
 		}
 	}
+	/* Below the low watermark: evict up to the high one. */
+	if (!fatal && p->h.wm_low && room(p, &b) < pct_pages(p, p->h.wm_low)) {
+		uint64_t evicted;
+
+		fatal = evict_to(p, txn, pct_pages(p, p->h.wm_high), &b, &evicted);
+	}
 	if (!fatal && !(fatal = quarantine_release(p, txn, &b.released)) &&
 	    !(fatal = record_dels(p, txn, &b))) {
 		/*
@@ -472,10 +518,19 @@ done:
 	}
 	if (!fatal)
 		moves_apply(p, &b.released, quar, MKV_PG_FREE);
-	/* A grant refused for want of the pages this txn released: again. */
-	for (unsigned i = 0; i < n && !fatal && b.released.n; i++)
-		if (reqs[i].op == MKV_OP_GRANT && reqs[i].result == MKV_E_NOSPC)
-			mkv_commit(p, &reqs[i], 1);
+	/*
+	 * A grant refused for want of the pages this txn released, or evicted
+	 * (they are free once a txn drops their quarantine, if no reader pins
+	 * them): once more.
+	 */
+	for (unsigned i = 0; i < n && !fatal && (b.released.n || b.evicted); i++) {
+		if (reqs[i].op != MKV_OP_GRANT || reqs[i].result != MKV_E_NOSPC || reqs[i].retried)
+			continue;
+		if (b.evicted)
+			mkv_commit(p, NULL, 0);
+		reqs[i].retried = true;
+		mkv_commit(p, &reqs[i], 1);
+	}
 	free(b.pubs.v);
 	free(b.dels.v);
 	free(b.released.v);
@@ -572,7 +627,7 @@ mkv_recover(struct mkv_pool *p)
 {
 	uint64_t used = mkv_held_word(MKV_PG_USED, p->h.generation);
 	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
-	uint64_t leaked = 0;
+	uint64_t leaked = 0, wm_low, wm_high;
 	uint8_t *mark;
 	MDB_txn *txn;
 	int rc, stale = 0;
@@ -584,7 +639,9 @@ mkv_recover(struct mkv_pool *p)
 		free(mark);
 		return mkv_err_mdb(rc, "recover");
 	}
-	if ((rc = fence(p, txn)) || (rc = recover_marks(p, txn, mark))) {
+	if ((rc = fence(p, txn)) || (rc = recover_marks(p, txn, mark)) ||
+	    (rc = mkv_reg_meta_get(p, txn, "wm_low", &wm_low)) ||
+	    (rc = mkv_reg_meta_get(p, txn, "wm_high", &wm_high))) {
 		mdb_txn_abort(txn);
 		free(mark);
 		return rc;
@@ -605,7 +662,16 @@ mkv_recover(struct mkv_pool *p)
 	}
 	recover_pending(p, mark);
 	free(mark);
+	p->h.free_pages = p->h.quarantined_pages = 0;
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+
+		p->h.free_pages += st == MKV_PG_FREE;
+		p->h.quarantined_pages += st == MKV_PG_QUARANTINED;
+	}
 	p->super.persist(p->pt, p->nr_pages * sizeof(uint64_t));
+	p->h.wm_low = (uint32_t)wm_low;
+	p->h.wm_high = (uint32_t)wm_high;
 	if ((rc = mdb_txn_commit(txn)))
 		return mkv_err_mdb(rc, "recover");
 	if (leaked)

@@ -85,6 +85,9 @@ struct mkv_holder {
 	pthread_cond_t wake;      /* wakes the service thread when it does not hold */
 	uint64_t last_beat_ns;    /* our client heartbeat */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
+	/* the holder's view of the page table, kept by mkv_pages_move() */
+	uint64_t free_pages, quarantined_pages;
+	uint32_t wm_low, wm_high; /* eviction watermarks, percent */
 	uint64_t generation;      /* ours while holding */
 	uint64_t holder_id;       /* who we are as holder: node, slot, incarnation */
 	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
@@ -182,9 +185,11 @@ struct mkv_opts {
 	uint64_t registry_size;
 	uint32_t lease_period_ms;
 	uint32_t client_timeout_ms;
+	uint32_t wm_low, wm_high;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);
+int mkv_watermarks_check(unsigned low, unsigned high);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len + p->page_size - 1) >> p->page_shift;
@@ -200,7 +205,7 @@ int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *si
 		char *devname, size_t devname_len, uint64_t *align);
 
 /* registry.c */
-int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb);
+int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_opts *opts);
 int mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb);
 void mkv_reg_close(struct mkv_pool *p);
 int mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn);
@@ -292,6 +297,7 @@ enum mkv_op {
 	MKV_OP_DETACH = MKV_RQ_DETACH,    /* every page granted to the client back */
 	MKV_OP_RECLAIM = MKV_RQ_RECLAIM,  /* reap dead clients; out: pages freed */
 	MKV_OP_EVICT = MKV_RQ_EVICT,      /* ext.npages: free percent wanted; out: keys evicted */
+	MKV_OP_WATERMARKS = MKV_RQ_WATERMARKS,  /* ext.page low, ext.npages high percent */
 };
 struct mkv_req {
 	enum mkv_op op;
@@ -306,6 +312,7 @@ struct mkv_req {
 	unsigned rq;            /* ring entry it came from (holder side) */
 	uint32_t seq;           /* its sequence number; 0 for the holder's own calls */
 	bool replayed;          /* answered from the registry's record of it */
+	bool retried;           /* GRANT: a second try after eviction; no more evicting */
 };
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);

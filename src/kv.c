@@ -528,6 +528,7 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 MKV_EXPORT int
 mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 {
+	uint64_t wm_low = 0, wm_high = 0;
 	MDB_stat ms;
 	MDB_envinfo info;
 	MDB_txn *txn;
@@ -544,12 +545,16 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 	rc = mdb_stat(txn, pool->reg.entries, &ms);
 	if (rc)
 		rc = mkv_err_mdb(rc, "mkv_pool_stat");
-	else if (!(rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored)))
-		rc = mkv_reg_meta_get(pool, txn, "evictions", &st->evictions);
+	else if (!(rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored)) &&
+		 !(rc = mkv_reg_meta_get(pool, txn, "evictions", &st->evictions)) &&
+		 !(rc = mkv_reg_meta_get(pool, txn, "wm_low", &wm_low)))
+		rc = mkv_reg_meta_get(pool, txn, "wm_high", &wm_high);
 	mkv_reg_rtxn_done(pool, txn);
 	if (rc)
 		return rc;
 	st->entries = ms.ms_entries;
+	st->low_watermark = (uint32_t)wm_low;
+	st->high_watermark = (uint32_t)wm_high;
 	mdb_env_info(pool->reg.env, &info);
 	st->registry_size = pool->sb->registry_size;
 	st->registry_used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
@@ -750,4 +755,17 @@ mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags, struct 
 			(before.pages_free + before.pages_quarantined);
 	report->pages_free = after.pages_free;
 	return 0;
+}
+
+MKV_EXPORT int
+mkv_pool_set_watermarks(struct mkv_pool *pool, unsigned low_pct, unsigned high_pct)
+{
+	struct mkv_req r = { .op = MKV_OP_WATERMARKS, .ext = { low_pct, high_pct } };
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = check_writable(pool, "mkv_pool_set_watermarks")) ||
+	    (rc = mkv_watermarks_check(low_pct, high_pct)))
+		return rc;
+	return write_one(pool, &r);
 }

@@ -144,6 +144,7 @@ enum mkv_rq_op {
 	MKV_RQ_DETACH = 5,
 	MKV_RQ_RECLAIM = 6,
 	MKV_RQ_EVICT = 7,
+	MKV_RQ_WATERMARKS = 8,
 };
 struct mkv_rq {
 	uint32_t seq;

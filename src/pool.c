@@ -128,6 +128,33 @@ mkv_opts_new(struct mkv_opts **out)
 	(*out)->max_clients = MKV_DEFAULT_MAX_CLIENTS;
 	(*out)->lease_period_ms = MKV_DEFAULT_LEASE_PERIOD_MS;
 	(*out)->client_timeout_ms = MKV_DEFAULT_CLIENT_TIMEOUT_MS;
+	(*out)->wm_low = MKV_DEFAULT_LOW_WATERMARK;
+	(*out)->wm_high = MKV_DEFAULT_HIGH_WATERMARK;
+	return 0;
+}
+
+/* Watermarks as the options and the holder take them. */
+int
+mkv_watermarks_check(unsigned low, unsigned high)
+{
+	if (low > high || high > 90)
+		return mkv_err(MKV_E_INVAL, "watermarks %u%%/%u%%: want 0 <= low <= high <= 90",
+				low, high);
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct, unsigned high_pct)
+{
+	int rc;
+
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_watermarks: opts is NULL");
+	if ((rc = mkv_watermarks_check(low_pct, high_pct)))
+		return rc;
+	opts->wm_low = low_pct;
+	opts->wm_high = high_pct;
 	return 0;
 }
 
@@ -356,7 +383,7 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	sb.ctime = (uint64_t)time(NULL);
 	sb.csum = super_csum(&sb);
 
-	rc = mkv_reg_create(p, &sb);
+	rc = mkv_reg_create(p, &sb, opts);
 	if (rc)
 		goto fail;
 
@@ -579,7 +606,8 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	if (!opts) {
 		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
 				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS,
-				MKV_DEFAULT_CLIENT_TIMEOUT_MS, "" };
+				MKV_DEFAULT_CLIENT_TIMEOUT_MS, MKV_DEFAULT_LOW_WATERMARK,
+				MKV_DEFAULT_HIGH_WATERMARK, "" };
 		opts = &defaults;
 	}
 

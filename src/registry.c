@@ -100,7 +100,7 @@ mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v)
 }
 
 int
-mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb)
+mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_opts *opts)
 {
 	MDB_txn *txn = NULL;
 	MDB_val k = { 4, "uuid" }, d = { sizeof(sb->uuid), (void *)sb->uuid };
@@ -121,7 +121,9 @@ mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb)
 	    (rc = mkv_reg_meta_put(p, txn, "bytes", 0)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "generation", 0)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "holder", 0)) ||
-	    (rc = mkv_reg_meta_put(p, txn, "evictions", 0)))
+	    (rc = mkv_reg_meta_put(p, txn, "evictions", 0)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "wm_low", opts->wm_low)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "wm_high", opts->wm_high)))
 		goto out;
 	if ((rc = mdb_put(txn, p->reg.meta, &k, &d, 0))) {
 		rc = mkv_err_mdb(rc, "registry: meta");

@@ -79,6 +79,7 @@ ft_open(const char *dir, unsigned flags, const char *node, uint64_t data_size,
 	if (flags & MKV_CREATE) {
 		if ((rc = mkv_opts_set_page_size(opts, TU_PAGE_SIZE)) < 0 ||
 		    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
+		    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
 		    (rc = mkv_opts_set_max_clients(opts, 16)) < 0 ||
 		    (rc = mkv_opts_set_lease_period(opts, 200)) < 0 ||
 		    (rc = mkv_opts_set_client_timeout(opts, timeout_ms)) < 0)

@@ -107,6 +107,7 @@ lt_open(const char *dir, unsigned flags, const char *node, uint64_t data_size,
 	if (flags & MKV_CREATE) {
 		if ((rc = mkv_opts_set_page_size(opts, TU_PAGE_SIZE)) < 0 ||
 		    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
+		    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
 		    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0 ||
 		    (rc = mkv_opts_set_lease_period(opts, LT_PERIOD)) < 0)
 			goto out;

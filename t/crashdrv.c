@@ -249,6 +249,7 @@ cd_open(const char *path, unsigned flags, const char *node, struct mkv_pool **po
 	if (flags & MKV_CREATE) {
 		if ((rc = mkv_opts_set_page_size(opts, CD_PAGE)) < 0 ||
 		    (rc = mkv_opts_set_data_size(opts, CD_DATA)) < 0 ||
+		    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
 		    (rc = mkv_opts_set_max_clients(opts, CD_CLIENTS)) < 0 ||
 		    (rc = mkv_opts_set_lease_period(opts, CD_PERIOD)) < 0 ||
 		    (rc = mkv_opts_set_client_timeout(opts, CD_TIMEOUT)) < 0)

@@ -93,6 +93,7 @@ tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
 		return rc;
 	if ((rc = mkv_opts_set_page_size(opts, page_size)) < 0 ||
 	    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
+	    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
 	    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0) {
 		mkv_opts_delete(&opts);
 		return rc;
