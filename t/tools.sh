@@ -153,7 +153,7 @@ expected="path uuid format_version page_size pages_total pages_used pages_free \
 pages_quarantined pages_granted entries bytes_stored registry_size registry_used \
 clients max_clients lease_generation lease_holder_pid lease_period_ms \
 lease_heartbeat_age_ms requests_pending lease_holder_node backing dax_device dax_align \
-hits misses evictions client_timeout_ms client_list "
+hits misses evictions client_timeout_ms low_watermark high_watermark client_list "
 check "stat --json has the documented keys, in order" test "$keys" = "$expected"
 [ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/stat.json" "$tmp/stat.err"; }
 check "stat --json is one object" test "$(sed -n '1p;$p' "$tmp/stat.json" | tr -d '\n')" = "{}"
@@ -352,6 +352,17 @@ check "gc evict: stat evictions = $evicted" test "$(json_int "$tmp/e2.json" evic
 run_gc everify verify --deep "$epool"
 check "gc verify --deep after evict exits 0 (got $rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || show "$tmp/gc-everify.out" "$tmp/gc-everify.err"
+
+# Watermarks: set through the holder, shown by stat, checked.
+run_gc wm --json watermarks --low 20 --high 30 "$epool"
+check "gc watermarks exits 0 (got $rc)" test "$rc" -eq 0
+check "gc watermarks reports 20/30" test \
+	"$(json_int "$tmp/gc-wm.out" low_watermark)/$(json_int "$tmp/gc-wm.out" high_watermark)" = "20/30"
+"$stat" --json "$epool" >"$tmp/e3.json" 2>&1
+check "stat shows the new watermarks" test \
+	"$(json_int "$tmp/e3.json" low_watermark)/$(json_int "$tmp/e3.json" high_watermark)" = "20/30"
+run_gc wmbad watermarks --low 40 --high 30 "$epool"
+check "gc watermarks with low above high exits 2 (got $rc)" test "$rc" -eq 2
 
 # Usage errors: exit 2, a message on stderr, nothing on stdout.
 usage_case() {

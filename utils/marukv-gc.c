@@ -27,12 +27,13 @@
 #define DEFAULT_POOL "/dev/shm/marukv"
 
 enum { EXIT_OK = 0, EXIT_PROBLEMS = 1, EXIT_ERR = 2 };
-enum cmd { CMD_RECLAIM, CMD_VERIFY, CMD_EVICT };
-static const char *const cmd_name[] = { "reclaim", "verify", "evict" };
+enum cmd { CMD_RECLAIM, CMD_VERIFY, CMD_EVICT, CMD_WATERMARKS };
+static const char *const cmd_name[] = { "reclaim", "verify", "evict", "watermarks" };
 
 struct gc_opts {
 	int json, dry_run, quiet, deep;
 	int to;              /* evict: target percent of free pages; -1 unset */
+	int low, high;       /* watermarks: percents; -1 unset */
 	enum cmd cmd;
 	const char *arg;     /* POOL as given, or NULL */
 	const char *name;    /* the pool's name for messages and output */
@@ -51,6 +52,8 @@ static void usage(FILE *f)
 		"  verify [--deep]    check the registry against the page table;\n"
 		"                     --deep also checks every value's checksum\n"
 		"  evict --to PCT     evict cold keys until PCT%% of the pages are free\n"
+		"  watermarks --low PCT --high PCT\n"
+		"                     set when the holder starts and stops evicting\n"
 		"options:\n"
 		"  -j, --json         one JSON object with stable keys and raw integers\n"
 		"  -n, --dry-run      report what reclaim or evict would do; change nothing\n"
@@ -103,7 +106,8 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 		json_string(stdout, cmd_name[o->cmd]);
 		fputs(",\n  \"path\": ", stdout);
 		json_string(stdout, o->name);
-		printf(",\n  \"%s\": %s", flag_json, flag ? "true" : "false");
+		if (flag_json)
+			printf(",\n  \"%s\": %s", flag_json, flag ? "true" : "false");
 		for (size_t i = 0; i < n; i++)
 			printf(",\n  \"%s\": %" PRIu64, f[i].json, f[i].value);
 		if (str_json) {
@@ -115,7 +119,8 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 	}
 	print_line("command", "%s", cmd_name[o->cmd]);
 	print_line("path", "%s", o->name);
-	print_line(flag_label, "%s", flag ? "yes" : "no");
+	if (flag_label)
+		print_line(flag_label, "%s", flag ? "yes" : "no");
 	for (size_t i = 0; i < n; i++)
 		print_line(f[i].label, "%" PRIu64, f[i].value);
 	if (str_label)
@@ -174,6 +179,7 @@ union result {
 	struct mkv_reclaim reclaim;
 	struct mkv_verify verify;
 	struct mkv_evict evict;
+	struct mkv_stat stat;
 };
 
 static int run(struct mkv_pool *pool, const struct gc_opts *o, union result *res)
@@ -188,6 +194,11 @@ static int run(struct mkv_pool *pool, const struct gc_opts *o, union result *res
 		return mkv_pool_verify(pool, o->deep ? MKV_VERIFY_DEEP : 0, &res->verify);
 	case CMD_EVICT:
 		return mkv_pool_evict(pool, (unsigned)o->to, flags, &res->evict);
+	case CMD_WATERMARKS: {
+		int rc = mkv_pool_set_watermarks(pool, (unsigned)o->low, (unsigned)o->high);
+
+		return rc ? rc : mkv_pool_stat(pool, &res->stat);
+	}
 	}
 	return MKV_E_INVAL;
 }
@@ -242,6 +253,15 @@ static void print(const struct gc_opts *o, const union result *res)
 			NULL, NULL, NULL);
 		break;
 	}
+	case CMD_WATERMARKS: {
+		const struct field f[] = {
+			{ "low_watermark",  "low watermark",  res->stat.low_watermark },
+			{ "high_watermark", "high watermark", res->stat.high_watermark },
+		};
+
+		print_result(o, NULL, NULL, 0, f, sizeof(f) / sizeof(f[0]), NULL, NULL, NULL);
+		break;
+	}
 	}
 }
 
@@ -291,7 +311,7 @@ static int flush_stdout(void)
 
 int main(int argc, char **argv)
 {
-	enum { O_HELP = 256, O_DEEP, O_TO };
+	enum { O_HELP = 256, O_DEEP, O_TO, O_LOW, O_HIGH };
 	static const struct option longopts[] = {
 		{ "json",    no_argument,       NULL, 'j' },
 		{ "dry-run", no_argument,       NULL, 'n' },
@@ -300,13 +320,15 @@ int main(int argc, char **argv)
 		{ "help",    no_argument,       NULL, O_HELP },
 		{ "deep",    no_argument,       NULL, O_DEEP },
 		{ "to",      required_argument, NULL, O_TO },
+		{ "low",     required_argument, NULL, O_LOW },
+		{ "high",    required_argument, NULL, O_HIGH },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct gc_opts o = { .to = -1 };
+	struct gc_opts o = { .to = -1, .low = -1, .high = -1 };
 	struct progress prog = { .last_pct = -1 };
 	struct mkv_pool *pool = NULL;
 	union result res;
-	const char *env, *to_arg = NULL;
+	const char *env, *to_arg = NULL, *low_arg = NULL, *high_arg = NULL;
 	unsigned oflags;
 	int c, rc, npos, status;
 
@@ -318,6 +340,8 @@ int main(int argc, char **argv)
 		case 'q': o.quiet = 1; break;
 		case O_DEEP: o.deep = 1; break;
 		case O_TO: to_arg = optarg; break;
+		case O_LOW: low_arg = optarg; break;
+		case O_HIGH: high_arg = optarg; break;
 		case 'V':
 			printf(PROG " %s\n", mkv_version());
 			return flush_stdout();
@@ -338,6 +362,8 @@ int main(int argc, char **argv)
 		o.cmd = CMD_VERIFY;
 	else if (strcmp(argv[optind], "evict") == 0)
 		o.cmd = CMD_EVICT;
+	else if (strcmp(argv[optind], "watermarks") == 0)
+		o.cmd = CMD_WATERMARKS;
 	else
 		return usage_error("unknown command '%s'", argv[optind]);
 	if (npos > 2)
@@ -348,8 +374,19 @@ int main(int argc, char **argv)
 		return usage_error("--deep is an option of verify, not %s", cmd_name[o.cmd]);
 	if (to_arg && o.cmd != CMD_EVICT)
 		return usage_error("--to is an option of evict, not %s", cmd_name[o.cmd]);
-	if (o.dry_run && o.cmd == CMD_VERIFY)
-		return usage_error("--dry-run is for reclaim and evict; verify changes nothing");
+	if ((low_arg || high_arg) && o.cmd != CMD_WATERMARKS)
+		return usage_error("--low and --high are options of watermarks, not %s",
+				cmd_name[o.cmd]);
+	if (o.dry_run && (o.cmd == CMD_VERIFY || o.cmd == CMD_WATERMARKS))
+		return usage_error("--dry-run is for reclaim and evict");
+	if (o.cmd == CMD_WATERMARKS) {
+		if (!low_arg || !high_arg)
+			return usage_error("watermarks needs --low PERCENT and --high PERCENT");
+		o.low = parse_percent(low_arg);
+		o.high = parse_percent(high_arg);
+		if (o.low < 0 || o.high < 0)
+			return usage_error("--low and --high take percents from 0 to 100");
+	}
 	if (o.cmd == CMD_EVICT) {
 		if (!to_arg)
 			return usage_error("evict needs --to PERCENT");

@@ -338,6 +338,8 @@ int main(int argc, char **argv)
 			{ "misses",            "misses",            K_COUNT, st.misses },
 			{ "evictions",         "evictions",         K_COUNT, st.evictions },
 			{ "client_timeout_ms", "client timeout ms", K_COUNT, st.client_timeout_ms },
+			{ "low_watermark",     "low watermark %",   K_COUNT, st.low_watermark },
+			{ "high_watermark",    "high watermark %",  K_COUNT, st.high_watermark },
 		};
 		const struct report r = {
 			name, uuid, &st, f, sizeof(f) / sizeof(f[0]),
