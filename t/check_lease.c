@@ -352,33 +352,18 @@ lt_await(const int *flag, int value, double secs)
 
 /* ---- processes ---- */
 
-/* Exit status like tu_wait(); -2 (after SIGKILL) if it did not end in time. */
+/* tu_wait_for(), and a child still running then is killed and reaped: -2. */
 static int
 lt_wait_for(pid_t pid, double secs)
 {
-	double end = tu_now() + secs;
-	int status;
-	pid_t r;
+	int rc = tu_wait_for(pid, secs);
 
-	for (;;) {
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (tu_now() > end) {
-			kill(pid, SIGCONT);
-			kill(pid, SIGKILL);
-			(void)tu_wait(pid);
-			return -2;
-		}
-		tu_sleep_ms(2);
+	if (rc == -2) {
+		kill(pid, SIGCONT);
+		kill(pid, SIGKILL);
+		(void)tu_wait(pid);
 	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return -1;
+	return rc;
 }
 
 /* Kill and reap (so that the pid is really gone, not a zombie). */

@@ -694,31 +694,6 @@ json_int(const char *text, const char *key)
 	return strtoll(p + strlen(pat), NULL, 10);
 }
 
-/* Wait for @p pid up to @p secs; exit status like tu_wait(), -2 timeout. */
-static int
-cd_wait_for(pid_t pid, double secs)
-{
-	double end = tu_now() + secs;
-	int status;
-	pid_t r;
-
-	for (;;) {
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (tu_now() > end)
-			return -2;
-		tu_sleep_ms(1);
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return -1;
-}
-
 /* Run marukv-gc (or mkv_pool_reclaim); the pages it reclaimed, -1 on failure. */
 static long long
 run_reclaim(const char *gc, const char *dir, const char *path, long long *clients,
@@ -765,7 +740,7 @@ run_reclaim(const char *gc, const char *dir, const char *path, long long *client
 		_exit(127);
 	}
 	watch_pids[CD_MAXCH] = pid;
-	rc = cd_wait_for(pid, 20);
+	rc = tu_wait_for(pid, 20);
 	if (rc == -2) {
 		kill(pid, SIGKILL);
 		(void)tu_wait(pid);
@@ -1173,7 +1148,7 @@ main(int argc, char **argv)
 	t = tu_now() + 15;
 	for (i = 0; i < n; i++)
 		while (!__atomic_load_n(&sh->ch[i].ready, __ATOMIC_ACQUIRE)) {
-			rc = cd_wait_for(sh->ch[i].pid, 0);
+			rc = tu_wait_for(sh->ch[i].pid, 0);
 			if (rc != -2) {
 				printf("# child %d ended (%d) before the start: %s\n", i, rc, sh->why);
 				nfail_parent++;
@@ -1247,7 +1222,7 @@ main(int argc, char **argv)
 
 		if (c->exited)
 			continue;
-		rc = cd_wait_for(c->pid, t - tu_now());
+		rc = tu_wait_for(c->pid, t - tu_now());
 		if (rc == -2) {
 			cd_bad("child %d (%s, node %c) did not finish in 15 s after stop; stuck in %s",
 					i, role_name[c->role], nodes[i],

@@ -453,3 +453,27 @@ tu_sleep_ms(double ms)
 {
 	tu_sleep_us(ms * 1000.0);
 }
+
+int
+tu_wait_for(pid_t pid, double secs)
+{
+	double end = tu_now() + secs;
+	int status;
+	pid_t r;
+
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (tu_now() > end)
+			return -2;
+		tu_sleep_ms(1);
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}

@@ -103,6 +103,9 @@ void tu_sleep_ms(double ms);
 /** fork(); the child dies with SIGKILL when its parent dies.  Children
  * report through their exit status and leave with _exit(). */
 pid_t tu_fork(void);
+/** Wait for @p pid at most @p secs (0: just look); like tu_wait(), or
+ * -2 if it is still running then (it is left running). */
+int tu_wait_for(pid_t pid, double secs);
 /** waitpid; exit status, or 128 + signal, or -1. */
 int tu_wait(pid_t pid);
 /** Shared anonymous memory (survives fork), zeroed; asserts on failure. */
