@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -259,6 +260,73 @@ START_TEST(test_del_missing_is_notfound)
 END_TEST
 
 /* ---- argument checks ---- */
+
+static void
+count_progress(uint64_t done, uint64_t total, void *arg)
+{
+	uint64_t *calls = arg;
+
+	ck_assert_uint_le(done, total);
+	(*calls)++;
+}
+
+START_TEST(test_pool_calls_check_their_arguments)
+{
+	struct mkv_verify v;
+	struct mkv_reclaim r;
+	struct mkv_evict e;
+	struct mkv_client c;
+	size_t n;
+	uint64_t calls = 0;
+
+	TU_ERR(mkv_pool_verify(NULL, 0, &v), MKV_E_INVAL);
+	TU_ERR(mkv_pool_verify(pool, 0, NULL), MKV_E_INVAL);
+	TU_ERR(mkv_pool_verify(pool, 0x80, &v), MKV_E_INVAL);
+	TU_ERR(mkv_pool_reclaim(pool, 0x80, &r), MKV_E_INVAL);
+	TU_ERR(mkv_pool_reclaim(pool, 0, NULL), MKV_E_INVAL);
+	TU_ERR(mkv_pool_evict(pool, 101, 0, &e), MKV_E_INVAL);
+	TU_ERR(mkv_pool_evict(pool, 50, 0x80, &e), MKV_E_INVAL);
+	TU_ERR(mkv_pool_clients(pool, NULL, 1, &n), MKV_E_INVAL);
+	TU_ERR(mkv_pool_clients(pool, &c, 1, NULL), MKV_E_INVAL);
+	TU_OK(mkv_pool_clients(pool, &c, 1, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(c.pid, (uint32_t)getpid());
+	ck_assert(c.alive && c.holder && !c.rdonly);
+	/* the progress callback sees verify through to its end */
+	TU_OK(tu_put(pool, "p1", 2, 10));
+	mkv_pool_set_progress(pool, count_progress, &calls);
+	TU_OK(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &v));
+	ck_assert_uint_ge(calls, 1);
+	ck_assert_uint_eq(v.checksums_checked, 1);
+	mkv_pool_set_progress(pool, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_verified_get_of_damaged_value_is_corrupt)
+{
+	struct mkv_pool *vp;
+	struct mkv_view view;
+	struct mkv_verify v;
+	char *path = tu_pool_path(tu_dir);
+
+	TU_OK(tu_put(pool, "dmg", 3, 3 * TU_PAGE_SIZE));
+	TU_OK(mkv_pool_open(path, MKV_VERIFY, NULL, &vp));
+	TU_OK(mkv_get(vp, "dmg", 3, &view));
+	TU_OK(mkv_release(vp, &view));
+	/* damage the published value through the writer handle's mapping */
+	TU_OK(mkv_get(pool, "dmg", 3, &view));
+	((volatile unsigned char *)view.data)[100] ^= 0xff;
+	TU_OK(mkv_release(pool, &view));
+	TU_ERR(mkv_get(vp, "dmg", 3, &view), MKV_E_CORRUPT);
+	ck_assert_ptr_null(view.data);
+	TU_OK(mkv_get(pool, "dmg", 3, &view));  /* without MKV_VERIFY: not checked */
+	TU_OK(mkv_release(pool, &view));
+	TU_ERR(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &v), MKV_E_CORRUPT);
+	ck_assert_uint_eq(v.checksums_bad, 1);
+	mkv_pool_close(&vp);
+	free(path);
+}
+END_TEST
 
 START_TEST(test_key_length_limits)
 {
@@ -867,6 +935,8 @@ kv_suite(void)
 	tcase_add_checked_fixture(tc, kv_setup, kv_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_key_length_limits);
+	tcase_add_test(tc, test_pool_calls_check_their_arguments);
+	tcase_add_test(tc, test_verified_get_of_damaged_value_is_corrupt);
 	tcase_add_test(tc, test_null_arguments_are_inval);
 	tcase_add_test(tc, test_alloc_len_zero_is_inval);
 	tcase_add_test(tc, test_alloc_bigger_than_pool_is_nospc);

@@ -291,6 +291,43 @@ START_TEST(test_opts_data_size_range)
 }
 END_TEST
 
+START_TEST(test_opts_lease_client_node_ranges)
+{
+	struct mkv_opts *opts = NULL;
+	char longname[MKV_NODE_NAME_MAX + 2];
+
+	TU_OK(mkv_opts_new(&opts));
+	TU_ERR(mkv_opts_set_lease_period(opts, 49), MKV_E_INVAL);
+	TU_ERR(mkv_opts_set_lease_period(opts, 60001), MKV_E_INVAL);
+	TU_OK(mkv_opts_set_lease_period(opts, 50));
+	TU_ERR(mkv_opts_set_client_timeout(opts, 99), MKV_E_INVAL);
+	TU_ERR(mkv_opts_set_client_timeout(opts, 3600001), MKV_E_INVAL);
+	TU_OK(mkv_opts_set_client_timeout(opts, 100));
+	TU_ERR(mkv_opts_set_node(opts, ""), MKV_E_INVAL);
+	TU_ERR(mkv_opts_set_node(opts, "a b"), MKV_E_INVAL);
+	TU_ERR(mkv_opts_set_node(opts, NULL), MKV_E_INVAL);
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	TU_ERR(mkv_opts_set_node(opts, longname), MKV_E_INVAL);
+	longname[MKV_NODE_NAME_MAX] = '\0';
+	TU_OK(mkv_opts_set_node(opts, longname));
+	mkv_opts_delete(&opts);
+}
+END_TEST
+
+START_TEST(test_bad_marukv_node_is_inval)
+{
+	struct mkv_pool *pool = NULL;
+	char *path = tu_pool_path(tu_dir);
+
+	ck_assert_int_eq(setenv("MARUKV_NODE", "no spaces/allowed", 1), 0);
+	TU_ERR(mkv_pool_open(path, MKV_CREATE, NULL, &pool), MKV_E_INVAL);
+	ck_assert_ptr_null(pool);
+	unsetenv("MARUKV_NODE");
+	free(path);
+}
+END_TEST
+
 START_TEST(test_opts_registry_size_range)
 {
 	struct mkv_opts *opts = NULL;
@@ -798,6 +835,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_opts_max_clients_range);
 	tcase_add_test(tc, test_opts_data_size_range);
 	tcase_add_test(tc, test_opts_registry_size_range);
+	tcase_add_test(tc, test_opts_lease_client_node_ranges);
+	tcase_add_test(tc, test_bad_marukv_node_is_inval);
 	tcase_add_test(tc, test_opts_null_is_inval);
 	tcase_add_test(tc, test_opts_delete_null_and_twice);
 	tcase_add_test(tc, test_opts_rejected_value_leaves_option);
