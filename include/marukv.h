@@ -461,6 +461,23 @@ MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t 
  * Errors also: MKV_E_INVAL (not a pending ticket of this handle).
  */
 MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
+/**
+ * Publish a chain of blocks: bufs[i] under keys[i], each key declared the
+ * child of the key before it, and keys[0] the child of @p parent (NULL, 0
+ * for a chain's head).  A lookup of a KV-cache prefix stops at the first
+ * missing block, so eviction uses the chain: it takes a block only once no
+ * cached block names it as parent (tails before heads).  Keys published
+ * without a parent are chains of one.
+ * Waits until every registration has committed.  A key that is published
+ * already counts as done (the chain is shared), and its buffer is given
+ * back.  Every buffer that was published or given back is zeroed; on error
+ * the others stay the caller's, to retry or mkv_abort().
+ * Errors: MKV_E_INVAL (NULL argument, bad key or parent, a buffer not from
+ * this pool), MKV_E_NOSPC (registry full), MKV_E_RDONLY; the first error
+ * is returned.
+ */
+MKV_EXPORT int mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
+		const struct mkv_key *keys, struct mkv_buf *bufs, size_t n);
 /** Give an unpublished buffer back; consumes it. Errors: MKV_E_INVAL. */
 MKV_EXPORT int mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf);
 /**

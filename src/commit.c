@@ -90,6 +90,41 @@ extent_ok(const struct mkv_pool *p, const struct mkv_extent *ext)
 		ext->npages <= p->nr_pages - ext->page;
 }
 
+/*
+ * Count one child more (delta 1) or less (-1) under a parent's key hash.
+ * The count lives apart from the parent's entry, so it stays right while
+ * the parent is evicted and published again.
+ */
+static int
+kids_add(struct mkv_pool *p, MDB_txn *txn, uint64_t parent, int delta)
+{
+	MDB_val k = { sizeof(parent), &parent }, d;
+	uint64_t n = 0;
+	int rc = mdb_get(txn, p->reg.kids, &k, &d);
+
+	if (rc == 0 && d.mv_size == sizeof(n))
+		memcpy(&n, d.mv_data, sizeof(n));
+	else if (rc && rc != MDB_NOTFOUND)
+		return mkv_err_mdb(rc, "chain");
+	n = delta > 0 ? n + 1 : n ? n - 1 : 0;
+	d = (MDB_val){ sizeof(n), &n };
+	if (n)
+		rc = mdb_put(txn, p->reg.kids, &k, &d, 0);
+	else
+		rc = mdb_del(txn, p->reg.kids, &k, NULL);
+	return rc && rc != MDB_NOTFOUND ? mkv_err_mdb(rc, "chain") : 0;
+}
+
+/* No published block names this key as its parent: the end of its chains. */
+static bool
+is_tail(struct mkv_pool *p, MDB_txn *txn, const MDB_val *key)
+{
+	uint64_t h = mkv_key_hash(key->mv_data, key->mv_size);
+	MDB_val k = { sizeof(h), &h }, d;
+
+	return mdb_get(txn, p->reg.kids, &k, &d) != 0;
+}
+
 static int
 apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
@@ -100,6 +135,7 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		.length = r->length,
 		.checksum = r->checksum,
 		.txn = mdb_txn_id(txn),
+		.parent = r->parent,
 	};
 	uint64_t be = htobe64(r->ext.page), grant = mkv_grant_word(r->slot, r->inc);
 	MDB_val k = { r->klen, (void *)r->key }, d = { sizeof(e), &e };
@@ -135,6 +171,8 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 				(unsigned long long)r->ext.page);
 	if (rc)
 		return mkv_err_mdb(rc, "publish");
+	if (r->parent && (rc = kids_add(p, txn, r->parent, 1)))
+		return rc;
 	b->bytes += (int64_t)r->length;
 	return moves_add(&b->pubs, &r->ext, grant);
 }
@@ -154,6 +192,8 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	if ((rc = mdb_del(txn, p->reg.entries, &k, NULL)) ||
 	    (rc = mdb_del(txn, p->reg.pages, &pk, NULL)))
 		return mkv_err_mdb(rc, "delete");
+	if (e.parent && (rc = kids_add(p, txn, e.parent, -1)))
+		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
 	b->bytes -= (int64_t)e.length;
 	return moves_add(&b->dels, &r->ext, 0);
@@ -246,51 +286,134 @@ room(const struct mkv_pool *p, const struct batch *b)
 	return have;
 }
 
+/* The key registered at page pg, if a value starts there (copied out of the txn). */
+static bool
+page_key(struct mkv_pool *p, MDB_txn *txn, uint64_t pg, uint8_t key[MKV_KEY_MAX], MDB_val *k)
+{
+	uint64_t be = htobe64(pg);
+	MDB_val pk = { sizeof(be), &be };
+
+	if (MKV_PG_STATE(mkv_pt_load(p, pg)) != MKV_PG_USED ||
+	    mdb_get(txn, p->reg.pages, &pk, k) || k->mv_size > MKV_KEY_MAX)
+		return false;
+	memcpy(key, k->mv_data, k->mv_size);
+	k->mv_data = key;
+	return true;
+}
+
+/* What one eviction call has taken so far. */
+struct sweep {
+	uint64_t want, have, evicted;
+	uint64_t *heads;   /* pages of cold values passed over: blocks after them are cached */
+	size_t n, cap;
+};
+
+static void
+head_add(struct sweep *w, uint64_t pg)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		uint64_t *v = realloc(w->heads, cap * sizeof(*v));
+
+		if (!v)
+			return;  /* a hint lost: that value waits for the next sweep */
+		w->heads = v;
+		w->cap = cap;
+	}
+	w->heads[w->n++] = pg;
+}
+
+static int
+evict_one(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, struct batch *b, struct sweep *w)
+{
+	struct mkv_req d = { .op = MKV_OP_DEL, .key = k->mv_data, .klen = k->mv_size };
+	int rc = apply_del(p, txn, &d, b);
+
+	if (rc == 0) {
+		w->have += d.ext.npages;
+		w->evicted++;
+	}
+	return rc;
+}
+
+/*
+ * The cold values passed over that now end their chains, latest found
+ * first: pages are handed out in order, so those are the chains' tails,
+ * and each one taken can make the one before it a tail.
+ */
+static int
+take_heads(struct mkv_pool *p, MDB_txn *txn, struct batch *b, struct sweep *w)
+{
+	uint8_t key[MKV_KEY_MAX];
+	bool more = true;
+	MDB_val k;
+	int rc;
+
+	while (w->have < w->want && more) {
+		more = false;
+		for (size_t i = w->n; i-- > 0 && w->have < w->want;) {
+			uint64_t pg = w->heads[i];
+
+			if (!page_key(p, txn, pg, key, &k) ||
+			    __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED) || !is_tail(p, txn, &k))
+				continue;
+			if ((rc = evict_one(p, txn, &k, b, w)))
+				return rc;
+			more = true;
+		}
+	}
+	return 0;
+}
+
 /*
  * Evict cold values until free and quarantined pages reach want: a clock
  * hand sweeps the pages; a value whose first page readers touched since
- * the last sweep loses the mark and stays (second chance).
+ * the last sweep loses the mark and stays (second chance).  A cold value
+ * goes only if it ends its chains: evicting a block that others extend
+ * would leave them unreachable, since a prefix lookup stops at the first
+ * miss.  After each turn of the hand, the cold blocks passed over for that
+ * go, tails first, before a second turn takes blocks readers touched.
  */
 static int
 evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
-	uint64_t have = room(p, b), scanned = 0, evicted = 0;
+	struct sweep w = { .want = want, .have = room(p, b) };
 	uint64_t hand = p->state->clock, total;
+	uint8_t key[MKV_KEY_MAX];
+	MDB_val k;
 	int rc = 0;
 
-	while (have < want && scanned < 2 * p->nr_pages) {
-		uint64_t be, step = 1;
-		MDB_val pk = { sizeof(be), &be }, k;
+	for (unsigned turn = 0; turn < 2 && !rc && w.have < want; turn++) {
+		for (uint64_t scanned = 0; w.have < want && scanned < p->nr_pages;) {
+			uint64_t step = 1, pg = hand < p->nr_pages ? hand : 0;
 
-		if (hand >= p->nr_pages)
-			hand = 0;
-		be = htobe64(hand);
-		if (MKV_PG_STATE(mkv_pt_load(p, hand)) == MKV_PG_USED &&
-		    mdb_get(txn, p->reg.pages, &pk, &k) == 0) {
-			if (__atomic_exchange_n(&p->hints[hand], 0, __ATOMIC_RELAXED) == 0) {
-				struct mkv_req d = { .op = MKV_OP_DEL, .key = k.mv_data, .klen = k.mv_size };
-				uint8_t key[MKV_KEY_MAX];
+			if (page_key(p, txn, pg, key, &k) &&
+			    __atomic_exchange_n(&p->hints[pg], 0, __ATOMIC_RELAXED) == 0) {
+				if (!is_tail(p, txn, &k)) {
+					head_add(&w, pg);
+				} else {
+					uint64_t before = w.have;
 
-				memcpy(key, k.mv_data, k.mv_size);
-				d.key = key;
-				if ((rc = apply_del(p, txn, &d, b)))
-					break;
-				have += d.ext.npages;
-				step = d.ext.npages;
-				evicted++;
+					if ((rc = evict_one(p, txn, &k, b, &w)))
+						break;
+					step = w.have - before;
+				}
 			}
+			scanned += step;
+			hand = pg + step;
 		}
-		scanned += step;
-		hand += step;
+		if (!rc)
+			rc = take_heads(p, txn, b, &w);
 	}
+	free(w.heads);
 	p->state->clock = hand;
 	p->super.persist(&p->state->clock, sizeof(p->state->clock));
-	*out = evicted;
-	if (rc || !evicted)
+	*out = w.evicted;
+	if (rc || !w.evicted)
 		return rc;
 	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)))
 		return rc;
-	return mkv_reg_meta_put(p, txn, "evictions", total + evicted);
+	return mkv_reg_meta_put(p, txn, "evictions", total + w.evicted);
 }
 
 static uint64_t
@@ -836,4 +959,50 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
 	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns)))
 		return rc;
 	return r->result;
+}
+
+/*
+ * Several requests through the write path, each with its own result: in
+ * one txn when this handle holds the lease, else through our ring as
+ * asynchronous entries, so that more requests than the ring has entries
+ * still flow (the oldest answers are kept aside as the ring fills).
+ * Returns 0, or the error that kept requests from being sent.
+ */
+int
+mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+{
+	struct { unsigned idx; uint32_t seq; } *sent;
+	unsigned i, nsent = 0;
+	int rc = 0;
+
+	for (i = 0; i < n; i++) {
+		reqs[i].slot = p->slot;
+		reqs[i].inc = p->incarnation;
+	}
+	pthread_mutex_lock(&p->h.lock);
+	if (!p->h.holding && mkv_lease_free(p))
+		mkv_lease_try_acquire(p);
+	if (p->h.holding) {
+		if (mkv_commit(p, reqs, n) != MKV_E_FENCED) {
+			pthread_mutex_unlock(&p->h.lock);
+			return 0;
+		}
+		mkv_lease_drop(p);
+	}
+	pthread_mutex_unlock(&p->h.lock);
+	if (!(sent = malloc(n * sizeof(*sent))))
+		return mkv_err(MKV_E_NOMEM, "write: out of memory");
+	for (; nsent < n; nsent++)
+		if ((rc = mkv_rq_submit(p, &reqs[nsent], true, &sent[nsent].idx, &sent[nsent].seq)))
+			break;
+	for (i = 0; i < nsent; i++) {
+		int w = mkv_rq_wait(p, sent[i].idx, sent[i].seq, &reqs[i], 0);
+
+		if (w)
+			reqs[i].result = w;
+	}
+	for (i = nsent; i < n; i++)
+		reqs[i].result = rc;
+	free(sent);
+	return rc;
 }

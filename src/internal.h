@@ -49,7 +49,7 @@ void mkv_unmap(struct mkv_mapping *m);
 /* registry.c: the LMDB environment */
 struct mkv_registry {
 	MDB_env *env;
-	MDB_dbi entries, pages, freed, meta, answers;
+	MDB_dbi entries, pages, freed, meta, answers, kids;
 	pthread_mutex_t lock;  /* guards the read-txn cache */
 	MDB_txn **rtxn;        /* reset read txns ready for renew */
 	unsigned nrtxn, cap;
@@ -176,6 +176,7 @@ static inline void mkv_full_fence(void)
 
 /* kv.c */
 uint64_t mkv_checksum(const void *buf, size_t len);
+uint64_t mkv_key_hash(const void *key, size_t klen);
 
 /* pool.c */
 struct mkv_opts {
@@ -307,6 +308,7 @@ struct mkv_req {
 	struct mkv_extent ext;  /* PUBLISH, UNGRANT: the pages; GRANT: npages in, extent out */
 	uint64_t length;        /* PUBLISH */
 	uint64_t checksum;      /* PUBLISH: of the value's bytes */
+	uint64_t parent;        /* PUBLISH: key hash of its parent in a chain, or 0 */
 	uint64_t out;           /* RECLAIM, EVICT: what was done */
 	int result;
 	unsigned rq;            /* ring entry it came from (holder side) */
@@ -317,6 +319,7 @@ struct mkv_req {
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);
 int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
+int mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 void *mkv_service_main(void *arg);
 struct mkv_reclaim;
 void mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <endian.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,13 @@ uint64_t
 mkv_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len) | 1;
+}
+
+/* What an entry records of its parent key (a chain's link); never 0, "no parent". */
+uint64_t
+mkv_key_hash(const void *key, size_t klen)
+{
+	return XXH3_64bits_withSeed(key, klen, 0x6b6964) | 1;
 }
 
 static int
@@ -261,6 +269,79 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 	return 0;
 }
 
+/* Check every key of an array before any lookup. */
+static int
+check_keys(const struct mkv_key *keys, size_t n, const char *fn)
+{
+	int rc;
+
+	if (!keys && n)
+		return mkv_err(MKV_E_INVAL, "%s: keys is NULL", fn);
+	for (size_t i = 0; i < n; i++)
+		if ((rc = mkv_check_key(keys[i].data, keys[i].len)))
+			return mkv_err(rc, "%s: key %zu: %s", fn, i, mkv_errormsg());
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
+		const struct mkv_key *keys, struct mkv_buf *bufs, size_t n)
+{
+	struct mkv_req *reqs;
+	uint64_t link = 0;
+	int rc, first = 0;
+
+	mkv_err_clear();
+	if ((rc = check_writable(pool, "mkv_publish_chain")) ||
+	    (rc = check_keys(keys, n, "mkv_publish_chain")))
+		return rc;
+	if (parent && (rc = mkv_check_key(parent, plen)))
+		return mkv_err(rc, "mkv_publish_chain: parent: %s", mkv_errormsg());
+	if (!parent && plen)
+		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: parent is NULL");
+	if (!bufs && n)
+		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: bufs is NULL");
+	if (n > UINT_MAX)
+		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: %zu blocks", n);
+	for (size_t i = 0; i < n; i++) {
+		struct mkv_extent ext;
+
+		if ((rc = buf_extent(pool, &bufs[i], &ext, "mkv_publish_chain")))
+			return rc;
+	}
+	if (n == 0)
+		return 0;
+	if (!(reqs = calloc(n, sizeof(*reqs))))
+		return mkv_err(MKV_E_NOMEM, "mkv_publish_chain: out of memory");
+	if (parent)
+		link = mkv_key_hash(parent, plen);
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = publish_prepare(pool, keys[i].data, keys[i].len, &bufs[i], &reqs[i],
+				"mkv_publish_chain");
+		reqs[i].parent = link;
+		link = mkv_key_hash(keys[i].data, keys[i].len);
+	}
+	if (rc) {
+		free(reqs);
+		return rc;
+	}
+	rc = mkv_write_many(pool, reqs, (unsigned)n);
+	for (size_t i = 0; i < n; i++) {
+		publish_done(pool, &reqs[i], false);
+		if (reqs[i].result == 0 || reqs[i].result == MKV_E_EXISTS)
+			memset(&bufs[i], 0, sizeof(bufs[i]));
+		else if (!first)
+			first = reqs[i].result;
+	}
+	free(reqs);
+	if (rc)
+		return rc;
+	if (first)
+		return mkv_err(first, "mkv_publish_chain: %s", mkv_strerror(first));
+	mkv_err_clear();
+	return 0;
+}
+
 MKV_EXPORT int
 mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf)
 {
@@ -373,20 +454,6 @@ mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 		return mkv_err(MKV_E_INVAL, "mkv_release: not a view from this handle");
 	mkv_epoch_leave(pool, view->priv_[0], 1);
 	memset(view, 0, sizeof(*view));
-	return 0;
-}
-
-/* Check every key of an array before any lookup. */
-static int
-check_keys(const struct mkv_key *keys, size_t n, const char *fn)
-{
-	int rc;
-
-	if (!keys && n)
-		return mkv_err(MKV_E_INVAL, "%s: keys is NULL", fn);
-	for (size_t i = 0; i < n; i++)
-		if ((rc = mkv_check_key(keys[i].data, keys[i].len)))
-			return mkv_err(rc, "%s: key %zu: %s", fn, i, mkv_errormsg());
 	return 0;
 }
 

@@ -27,11 +27,11 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 3U
+#define MKV_FORMAT_VERSION 4U
 #define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
-#define MKV_ENTRY_VERSION 1U
-#define MKV_REGISTRY_FORMAT 2U
+#define MKV_ENTRY_VERSION 2U
+#define MKV_REGISTRY_FORMAT 3U
 #define MKV_SUPER_ALIGN 4096U
 
 struct mkv_super {
@@ -155,7 +155,8 @@ struct mkv_rq {
 	uint64_t npages;
 	uint64_t length;
 	uint64_t checksum;
-	uint64_t reserved0[2];
+	uint64_t parent;
+	uint64_t reserved0;
 	uint8_t key[512];
 	/* last cacheline: written by the holder */
 	uint64_t done;
@@ -200,8 +201,9 @@ struct mkv_entry {
 	uint64_t length;       /* value bytes */
 	uint64_t checksum;     /* 0: none recorded */
 	uint64_t txn;          /* registry txn that published it */
+	uint64_t parent;       /* key hash of the block before it in its chain; 0: none */
 };
-static_assert(sizeof(struct mkv_entry) == 48, "mkv_entry is fixed-width");
+static_assert(sizeof(struct mkv_entry) == 56, "mkv_entry is fixed-width");
 
 /*
  * Registry value of `answers`, keyed by the request entry (slot, index as

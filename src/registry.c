@@ -7,6 +7,7 @@
  *   freed    txn id (big-endian u64) -> struct mkv_extent[] released in it
  *   meta     name -> value (format, uuid, geometry, counters, generation)
  *   answers  request entry -> the last request applied from it, and its answer
+ *   kids     key hash (u64) -> how many published entries name it as parent
  * The map size is fixed to the preallocated file's size, so no process ever
  * resizes the map under another.  Read transactions are reused: reset after
  * use and renewed for the next lookup.
@@ -40,7 +41,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	}
 	if ((rc = mdb_env_create(&p->reg.env)))
 		return mkv_err_mdb(rc, "registry: mdb_env_create");
-	if ((rc = mdb_env_set_maxdbs(p->reg.env, 5)) ||
+	if ((rc = mdb_env_set_maxdbs(p->reg.env, 6)) ||
 	    (rc = mdb_env_set_mapsize(p->reg.env, sb->registry_size)) ||
 	    (rc = mdb_env_set_maxreaders(p->reg.env, readers_for(sb))))
 		return mkv_err_mdb(rc, "registry: configure");
@@ -57,12 +58,13 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 static int
 dbis_open(struct mkv_pool *p, MDB_txn *txn, unsigned flags)
 {
-	static const char *const names[] = { "entries", "pages", "freed", "meta", "answers" };
+	static const char *const names[] = { "entries", "pages", "freed", "meta", "answers",
+			"kids" };
 	MDB_dbi *dbis[] = { &p->reg.entries, &p->reg.pages, &p->reg.freed, &p->reg.meta,
-			&p->reg.answers };
+			&p->reg.answers, &p->reg.kids };
 	int rc;
 
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof(dbis) / sizeof(dbis[0]); i++) {
 		rc = mdb_dbi_open(txn, names[i], flags, dbis[i]);
 		if (rc == MDB_NOTFOUND)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its %s database",

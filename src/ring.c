@@ -227,6 +227,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	e->npages = r->ext.npages;
 	e->length = r->length;
 	e->checksum = r->checksum;
+	e->parent = r->parent;
 	if (r->klen)
 		memcpy(e->key, r->key, r->klen);
 	__atomic_store_n(&e->seq, *seq, __ATOMIC_RELEASE);
@@ -300,6 +301,7 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 				.ext = { e->page, e->npages },
 				.length = e->length,
 				.checksum = e->checksum,
+				.parent = e->parent,
 				.rq = s * MKV_RQ_DEPTH + i,
 				.seq = seq,
 			};

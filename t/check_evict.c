@@ -3,10 +3,12 @@
  * check_evict.c -- automatic eviction: watermarks hold under a long run,
  * allocations evict when short of pages, views of evicted keys stay
  * intact, a pool whose every page is pinned gives MKV_E_NOSPC and
- * recovers once the views are released.
+ * recovers once the views are released; chains lose their tails before
+ * their heads, and mkv_publish_chain() links blocks from any client.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -157,6 +159,172 @@ START_TEST(test_all_pinned_is_nospc_then_recovers)
 }
 END_TEST
 
+/* Publish keys[0..n-1] as a chain after parent (NULL: a head), one page each. */
+static int
+chain_publish(struct mkv_pool *pool, const uint8_t *parent, uint8_t (*keys)[32], size_t n)
+{
+	struct mkv_key k[64];
+	struct mkv_buf b[64];
+	int rc;
+
+	ck_assert_uint_le(n, 64);
+	for (size_t i = 0; i < n; i++) {
+		if ((rc = mkv_alloc(pool, TU_PAGE_SIZE, &b[i])))
+			return rc;
+		tu_fill(b[i].data, TU_PAGE_SIZE, keys[i], 32);
+		k[i] = (struct mkv_key){ keys[i], 32 };
+	}
+	if ((rc = mkv_publish_chain(pool, parent, parent ? 32 : 0, k, b, n)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		ck_assert_ptr_null(b[i].data);
+	return 0;
+}
+
+/* How many blocks of the chain are present; fails if one follows a missing one. */
+static size_t
+chain_prefix(struct mkv_pool *pool, uint8_t (*keys)[32], size_t n)
+{
+	size_t present = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int rc = mkv_exists(pool, keys[i], 32);
+
+		ck_assert_int_ge(rc, 0);
+		if (rc == 0)
+			continue;
+		ck_assert_msg(present == i, "block %zu present after block %zu was evicted", i,
+				present);
+		ck_assert_int_eq(tu_check(pool, keys[i], 32, TU_PAGE_SIZE), 0);
+		present++;
+	}
+	return present;
+}
+
+START_TEST(test_chains_lose_tails_before_heads)
+{
+	enum { CHAINS = 24, LEN = 32, PIECE = 4, HOT = 6 };
+	static uint8_t keys[CHAINS][LEN][32];
+	struct mkv_pool *pool;
+	struct mkv_view views[LEN];
+	struct mkv_key k[LEN];
+	struct mkv_evict rep;
+	struct mkv_stat st;
+	size_t found, left = 0;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	for (unsigned c = 0; c < CHAINS; c++)
+		tu_chain_keys(keys[c], LEN, c + 1);
+	/* turn by turn, so the chains' pages interleave along the clock */
+	for (unsigned at = 0; at < LEN; at += PIECE)
+		for (unsigned c = 0; c < CHAINS; c++)
+			TU_OK(chain_publish(pool, at ? keys[c][at - 1] : NULL, &keys[c][at], PIECE));
+	for (unsigned c = 0; c < HOT; c++) {
+		for (unsigned i = 0; i < LEN; i++)
+			k[i] = (struct mkv_key){ keys[c][i], 32 };
+		TU_OK(mkv_get_batch(pool, k, LEN, MKV_BATCH_PREFIX, views, &found));
+		ck_assert_uint_eq(found, LEN);
+		for (unsigned i = 0; i < LEN; i++)
+			TU_OK(mkv_release(pool, &views[i]));
+	}
+	TU_OK(mkv_pool_evict(pool, 60, 0, &rep));
+	ck_assert_uint_gt(rep.keys, 0);
+	for (unsigned c = 0; c < CHAINS; c++) {
+		size_t n = chain_prefix(pool, keys[c], LEN);
+
+		if (c < HOT)
+			ck_assert_msg(n == LEN, "hot chain %u kept %zu of %d blocks", c, n, LEN);
+		left += n;
+	}
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.entries, left);
+	ck_assert_uint_eq(st.evictions, rep.keys);
+	ck_assert_uint_eq(left + rep.keys, CHAINS * LEN);
+	/* and to the last block: heads go once nothing follows them */
+	TU_OK(mkv_pool_evict(pool, 100, 0, &rep));
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.entries, 0);
+	ck_assert_uint_eq(st.evictions, CHAINS * LEN);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
+START_TEST(test_publish_chain_shares_and_checks)
+{
+	uint8_t keys[3][32], big[MKV_KEY_MAX + 1];
+	struct mkv_key k[3] = { { keys[0], 32 }, { keys[1], 32 }, { keys[2], 32 } };
+	struct mkv_buf b[3], foreign = { 0 };
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	tu_chain_keys(keys, 3, 42);
+	TU_OK(chain_publish(pool, NULL, keys, 2));
+	/* a chain through published blocks: those count as done */
+	TU_OK(chain_publish(pool, NULL, keys, 3));
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(tu_check(pool, keys[i], 32, TU_PAGE_SIZE), 0);
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.entries, 3);
+	TU_OK(mkv_publish_chain(pool, NULL, 0, k, b, 0));
+	TU_ERR(mkv_publish_chain(NULL, NULL, 0, k, b, 1), MKV_E_INVAL);
+	TU_ERR(mkv_publish_chain(pool, NULL, 0, NULL, b, 1), MKV_E_INVAL);
+	TU_ERR(mkv_publish_chain(pool, NULL, 0, k, NULL, 1), MKV_E_INVAL);
+	TU_ERR(mkv_publish_chain(pool, NULL, 32, k, b, 1), MKV_E_INVAL);
+	memset(big, 'p', sizeof(big));
+	TU_OK(mkv_alloc(pool, 100, &b[0]));
+	TU_ERR(mkv_publish_chain(pool, big, sizeof(big), k, b, 1), MKV_E_INVAL);
+	TU_ERR(mkv_publish_chain(pool, big, 0, k, b, 1), MKV_E_INVAL);
+	ck_assert(strstr(mkv_errormsg(), "parent") != NULL);
+	b[1] = foreign;
+	TU_ERR(mkv_publish_chain(pool, NULL, 0, k, b, 2), MKV_E_INVAL);
+	/* nothing was published, and the good buffer is still the caller's */
+	ck_assert_ptr_nonnull(b[0].data);
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.entries, 3);
+	TU_OK(mkv_abort(pool, &b[0]));
+	mkv_pool_close(&pool);
+	TU_OK(tu_pool_open(tu_dir, MKV_RDONLY, &pool));
+	TU_ERR(mkv_publish_chain(pool, NULL, 0, k, b, 1), MKV_E_RDONLY);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
+/* A chain longer than a client's request ring, from a client that does not hold the lease. */
+START_TEST(test_chain_from_another_process)
+{
+	enum { LEN = 40 };
+	static uint8_t keys[LEN][32];
+	struct mkv_pool *pool;
+	struct mkv_evict rep;
+	size_t n;
+	pid_t pid;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	TU_OK(tu_put(pool, "holder", 6, 10));
+	tu_chain_keys(keys, LEN, 7);
+	pid = tu_fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct mkv_pool *c;
+
+		if (tu_pool_open(tu_dir, 0, &c))
+			_exit(2);
+		if (chain_publish(c, NULL, keys, 32) || chain_publish(c, keys[31], &keys[32], 8))
+			_exit(1);
+		mkv_pool_close(&c);
+		_exit(0);
+	}
+	ck_assert_int_eq(tu_wait(pid), 0);
+	ck_assert_uint_eq(chain_prefix(pool, keys, LEN), LEN);
+	/* 41 pages used of 1024: evicting to 98 % free takes about half the chain */
+	TU_OK(mkv_pool_evict(pool, 98, 0, &rep));
+	n = chain_prefix(pool, keys, LEN);
+	ck_assert_msg(n > 0 && n < LEN, "%zu blocks left", n);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 START_TEST(test_watermarks_are_checked_and_changeable)
 {
 	struct mkv_opts *opts;
@@ -198,6 +366,9 @@ evict_suite(void)
 	tcase_add_test(tc, test_view_survives_eviction_of_its_key);
 	tcase_add_test(tc, test_all_pinned_is_nospc_then_recovers);
 	tcase_add_test(tc, test_watermarks_are_checked_and_changeable);
+	tcase_add_test(tc, test_chains_lose_tails_before_heads);
+	tcase_add_test(tc, test_publish_chain_shares_and_checks);
+	tcase_add_test(tc, test_chain_from_another_process);
 	suite_add_tcase(s, tc);
 	return s;
 }
