@@ -268,7 +268,9 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
 #define MKV_CREATE 0x1U  /**< create the pool (and its directory) if absent */
 #define MKV_RDONLY 0x2U  /**< look up and read only; write calls get MKV_E_RDONLY */
 #define MKV_VERIFY 0x4U  /**< mkv_get() and mkv_get_batch() check each value's checksum */
-#define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY)
+/** Publish without recording checksums: hashing a value costs more than copying it. */
+#define MKV_NOCHECKSUM 0x8U
+#define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY | MKV_NOCHECKSUM)
 
 /**
  * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it

@@ -170,7 +170,9 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf
 	    (rc = buf_extent(p, buf, &r->ext, fn)))
 		return rc;
 	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = r->ext,
-			.length = buf->len, .checksum = mkv_checksum(buf->data, buf->len) };
+			.length = buf->len };
+	if (!(p->flags & MKV_NOCHECKSUM))
+		r->checksum = mkv_checksum(buf->data, buf->len);
 	/* The bytes are durable and visible before the key can be found. */
 	p->data.persist(buf->data, buf->len);
 	return 0;

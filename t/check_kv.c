@@ -328,6 +328,33 @@ START_TEST(test_verified_get_of_damaged_value_is_corrupt)
 }
 END_TEST
 
+START_TEST(test_nochecksum_publishes_unchecked_values)
+{
+	struct mkv_pool *np, *vp;
+	struct mkv_view view;
+	struct mkv_verify v;
+	char *path = tu_pool_path(tu_dir);
+
+	TU_OK(mkv_pool_open(path, MKV_NOCHECKSUM, NULL, &np));
+	TU_OK(tu_put(np, "nosum", 5, 2 * TU_PAGE_SIZE));
+	TU_OK(tu_put(pool, "sum", 3, 2 * TU_PAGE_SIZE));
+	TU_OK(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &v));
+	ck_assert_uint_eq(v.entries, 2);
+	ck_assert_uint_eq(v.checksums_checked, 1);
+	/* damaged, but nothing recorded to tell: a verified get returns it */
+	TU_OK(mkv_get(np, "nosum", 5, &view));
+	((volatile unsigned char *)view.data)[7] ^= 0xff;
+	TU_OK(mkv_release(np, &view));
+	TU_OK(mkv_pool_open(path, MKV_VERIFY, NULL, &vp));
+	TU_OK(mkv_get(vp, "nosum", 5, &view));
+	TU_OK(mkv_release(vp, &view));
+	TU_OK(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &v));
+	mkv_pool_close(&vp);
+	mkv_pool_close(&np);
+	free(path);
+}
+END_TEST
+
 START_TEST(test_key_length_limits)
 {
 	char key[MKV_KEY_MAX + 2];
@@ -937,6 +964,7 @@ kv_suite(void)
 	tcase_add_test(tc, test_key_length_limits);
 	tcase_add_test(tc, test_pool_calls_check_their_arguments);
 	tcase_add_test(tc, test_verified_get_of_damaged_value_is_corrupt);
+	tcase_add_test(tc, test_nochecksum_publishes_unchecked_values);
 	tcase_add_test(tc, test_null_arguments_are_inval);
 	tcase_add_test(tc, test_alloc_len_zero_is_inval);
 	tcase_add_test(tc, test_alloc_bigger_than_pool_is_nospc);
