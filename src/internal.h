@@ -50,8 +50,9 @@ void mkv_unmap(struct mkv_mapping *m);
 struct mkv_registry {
 	MDB_env *env;
 	MDB_dbi entries, pages, freed, meta, answers, kids;
+	MDB_txn *ready;        /* a reset read txn, taken and put back by exchange */
 	pthread_mutex_t lock;  /* guards the read-txn cache */
-	MDB_txn **rtxn;        /* reset read txns ready for renew */
+	MDB_txn **rtxn;        /* more reset read txns ready for renew */
 	unsigned nrtxn, cap;
 };
 

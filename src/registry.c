@@ -226,6 +226,8 @@ out:
 void
 mkv_reg_close(struct mkv_pool *p)
 {
+	if (p->reg.ready)
+		mdb_txn_abort(p->reg.ready);
 	if (p->reg.rtxn) {
 		for (unsigned i = 0; i < p->reg.nrtxn; i++)
 			mdb_txn_abort(p->reg.rtxn[i]);
@@ -240,13 +242,15 @@ mkv_reg_close(struct mkv_pool *p)
 int
 mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn)
 {
-	MDB_txn *t = NULL;
+	MDB_txn *t = __atomic_exchange_n(&p->reg.ready, NULL, __ATOMIC_ACQUIRE);
 	int rc;
 
-	pthread_mutex_lock(&p->reg.lock);
-	if (p->reg.nrtxn)
-		t = p->reg.rtxn[--p->reg.nrtxn];
-	pthread_mutex_unlock(&p->reg.lock);
+	if (!t) {
+		pthread_mutex_lock(&p->reg.lock);
+		if (p->reg.nrtxn)
+			t = p->reg.rtxn[--p->reg.nrtxn];
+		pthread_mutex_unlock(&p->reg.lock);
+	}
 	if (t) {
 		rc = mdb_txn_renew(t);
 		if (!rc) {
@@ -262,7 +266,13 @@ mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn)
 void
 mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn)
 {
+	MDB_txn *none = NULL;
+
 	mdb_txn_reset(txn);
+	/* One thread at a time (the common case) never takes the lock. */
+	if (__atomic_compare_exchange_n(&p->reg.ready, &none, txn, false, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED))
+		return;
 	pthread_mutex_lock(&p->reg.lock);
 	if (p->reg.nrtxn < p->reg.cap) {
 		p->reg.rtxn[p->reg.nrtxn++] = txn;
