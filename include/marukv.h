@@ -39,8 +39,8 @@ extern "C" {
 #define MKV_EXPORT
 #endif
 
-/** Longest key, in bytes (LMDB's default key limit). */
-#define MKV_KEY_MAX 511
+/** Longest key, in bytes (one less than LMDB's default key limit). */
+#define MKV_KEY_MAX 510
 /** Longest node name, in bytes. */
 #define MKV_NODE_NAME_MAX 31
 
@@ -374,9 +374,9 @@ struct mkv_evict {
 };
 /**
  * Evict keys until at least @p free_pct percent of the pages are free or
- * quarantined: a clock sweeps the pages, and a value whose first page a
- * reader touched since the last sweep gets a second chance.  Views of
- * evicted keys stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
+ * quarantined, least recently read first, and the blocks of a chain (see
+ * mkv_publish_chain()) from its tail to its head.  Views of evicted keys
+ * stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
  * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,

@@ -125,6 +125,30 @@ is_tail(struct mkv_pool *p, MDB_txn *txn, const MDB_val *key)
 	return mdb_get(txn, p->reg.kids, &k, &d) != 0;
 }
 
+/*
+ * The clock of ages: the tick advances each time 1/128 of the pool has been
+ * published, so a value's age counts the pages published since it was last
+ * read, as an LRU's stack distance does (to 1/128 of the pool, up to
+ * MKV_AGE_CAP ticks: 1.25 times the pool).  It advances after a commit, so
+ * the blocks of a chain published together have one age.  Every 64 ticks every hint's age
+ * is capped, so none can wrap round (255 ticks) and look young.
+ */
+static void
+tick_pages(struct mkv_pool *p, uint64_t pages)
+{
+	uint64_t quantum = p->nr_pages >= 128 ? p->nr_pages / 128 : 1;
+	uint64_t sum = p->state->tick_pages + pages, tick = p->state->tick ? p->state->tick : 1;
+
+	for (uint64_t n = sum / quantum; n; n--) {
+		tick = tick % 255 + 1;
+		if (tick % 64 == 0)
+			mkv_age_threshold(p, tick, 0, true);
+		__atomic_store_n(&p->state->tick, tick, __ATOMIC_RELAXED);
+	}
+	p->state->tick_pages = sum % quantum;
+	p->super.persist(&p->state->tick, 2 * sizeof(uint64_t));
+}
+
 static int
 apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
@@ -151,6 +175,8 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		/* The same publish again (a new holder re-draining): done. */
 		if (old.page == r->ext.page && old.npages == r->ext.npages)
 			return 0;
+		/* Wanted again, as much as a read: an LRU would call it a use. */
+		mkv_touch(p, old.page);
 		return mkv_err(MKV_E_EXISTS, "publish: key exists (values are write-once)");
 	}
 	if (rc != MKV_E_NOTFOUND)
@@ -173,6 +199,8 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		return mkv_err_mdb(rc, "publish");
 	if (r->parent && (rc = kids_add(p, txn, r->parent, 1)))
 		return rc;
+	/* New counts as read now: as young as the values read this round. */
+	mkv_touch(p, r->ext.page);
 	b->bytes += (int64_t)r->length;
 	return moves_add(&b->pubs, &r->ext, grant);
 }
@@ -195,6 +223,7 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	if (e.parent && (rc = kids_add(p, txn, e.parent, -1)))
 		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
+	r->parent = e.parent;
 	b->bytes -= (int64_t)e.length;
 	return moves_add(&b->dels, &r->ext, 0);
 }
@@ -301,109 +330,184 @@ page_key(struct mkv_pool *p, MDB_txn *txn, uint64_t pg, uint8_t key[MKV_KEY_MAX]
 	return true;
 }
 
-/* What one eviction call has taken so far. */
+/*
+ * What one eviction call has taken so far, and the cold values it passed
+ * over because blocks after them are cached: a table from key hash to
+ * page, so that evicting a block can find its parent among them.
+ */
 struct sweep {
 	uint64_t want, have, evicted;
-	uint64_t *heads;   /* pages of cold values passed over: blocks after them are cached */
+	struct head { uint64_t hash, pg; } *heads;  /* hash 0: empty; pg ~0: taken */
 	size_t n, cap;
 };
 
-static void
-head_add(struct sweep *w, uint64_t pg)
+static struct head *
+head_slot(struct head *v, size_t cap, uint64_t hash)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 64;
-		uint64_t *v = realloc(w->heads, cap * sizeof(*v));
+	size_t i = hash & (cap - 1);
+
+	while (v[i].hash && v[i].hash != hash)
+		i = (i + 1) & (cap - 1);
+	return &v[i];
+}
+
+static void
+head_add(struct sweep *w, uint64_t hash, uint64_t pg)
+{
+	struct head *h;
+
+	if (2 * (w->n + 1) > w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 256;
+		struct head *v = calloc(cap, sizeof(*v));
 
 		if (!v)
 			return;  /* a hint lost: that value waits for the next sweep */
+		for (size_t i = 0; i < w->cap; i++)
+			if (w->heads[i].hash)
+				*head_slot(v, cap, w->heads[i].hash) = w->heads[i];
+		free(w->heads);
 		w->heads = v;
 		w->cap = cap;
 	}
-	w->heads[w->n++] = pg;
+	h = head_slot(w->heads, w->cap, hash);
+	w->n += h->hash == 0;
+	*h = (struct head){ hash, pg };
 }
 
-static int
-evict_one(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, struct batch *b, struct sweep *w)
+/* The page of a cold value passed over with this key hash, once. */
+static bool
+head_take(struct sweep *w, uint64_t hash, uint64_t *pg)
 {
-	struct mkv_req d = { .op = MKV_OP_DEL, .key = k->mv_data, .klen = k->mv_size };
-	int rc = apply_del(p, txn, &d, b);
+	struct head *h;
 
-	if (rc == 0) {
-		w->have += d.ext.npages;
-		w->evicted++;
-	}
-	return rc;
+	if (!w->cap || !(h = head_slot(w->heads, w->cap, hash))->hash || h->pg == UINT64_MAX)
+		return false;
+	*pg = h->pg;
+	h->pg = UINT64_MAX;
+	return true;
+}
+
+/* At least min_age rounds old and the end of its chains. */
+static bool
+evictable(struct mkv_pool *p, MDB_txn *txn, uint64_t pg, unsigned min_age,
+		uint8_t key[MKV_KEY_MAX], MDB_val *k)
+{
+	return page_key(p, txn, pg, key, k) &&
+		mkv_hint_age(p->state->tick, __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED)) >=
+		min_age && is_tail(p, txn, k);
 }
 
 /*
- * The cold values passed over that now end their chains, latest found
- * first: pages are handed out in order, so those are the chains' tails,
- * and each one taken can make the one before it a tail.
+ * Evict the value of key k, then its ancestors as long as the sweep passed
+ * them over and each is now the end of its chains: an old chain goes from
+ * its tail to its head.  *npages: the pages of k's value.
  */
 static int
-take_heads(struct mkv_pool *p, MDB_txn *txn, struct batch *b, struct sweep *w)
+evict_chain(struct mkv_pool *p, MDB_txn *txn, MDB_val k, unsigned min_age, struct batch *b,
+		struct sweep *w, uint64_t *npages)
 {
 	uint8_t key[MKV_KEY_MAX];
-	bool more = true;
-	MDB_val k;
+	uint64_t pg;
 	int rc;
 
-	while (w->have < w->want && more) {
-		more = false;
-		for (size_t i = w->n; i-- > 0 && w->have < w->want;) {
-			uint64_t pg = w->heads[i];
+	for (*npages = 0;;) {
+		struct mkv_req d = { .op = MKV_OP_DEL, .key = k.mv_data, .klen = k.mv_size };
 
-			if (!page_key(p, txn, pg, key, &k) ||
-			    __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED) || !is_tail(p, txn, &k))
-				continue;
-			if ((rc = evict_one(p, txn, &k, b, w)))
-				return rc;
-			more = true;
-		}
+		if ((rc = apply_del(p, txn, &d, b)))
+			return rc;
+		*npages = *npages ? *npages : d.ext.npages;
+		w->have += d.ext.npages;
+		w->evicted++;
+		if (w->have >= w->want || !d.parent || !head_take(w, d.parent, &pg) ||
+		    !evictable(p, txn, pg, min_age, key, &k))
+			return 0;
 	}
+}
+
+/*
+ * The age (in ticks) from which values go so that at least need of them
+ * go: the histogram of the ages of the values' first pages, oldest first.
+ * With cap, ages past MKV_AGE_CAP are brought back to it on the way.
+ */
+unsigned
+mkv_age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
+{
+	uint64_t count[MKV_AGE_CAP + 1] = { 0 }, sum = 0;
+	uint8_t capped = (uint8_t)((tick + 254 - MKV_AGE_CAP) % 255 + 1);
+
+	for (uint64_t pg = 0; pg < p->nr_pages; pg++) {
+		uint8_t h = __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED);
+		unsigned age = mkv_hint_age(tick, h);
+
+		if (!h || MKV_PG_STATE(mkv_pt_load(p, pg)) != MKV_PG_USED)
+			continue;
+		if (age > MKV_AGE_CAP) {
+			/* a reader's store racing with this one wins */
+			if (cap)
+				__atomic_compare_exchange_n(&p->hints[pg], &h, capped, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			age = MKV_AGE_CAP;
+		}
+		count[age]++;
+	}
+	for (unsigned a = MKV_AGE_CAP; a > 0; a--)
+		if ((sum += count[a]) >= need)
+			return a;
 	return 0;
 }
 
 /*
- * Evict cold values until free and quarantined pages reach want: a clock
- * hand sweeps the pages; a value whose first page readers touched since
- * the last sweep loses the mark and stays (second chance).  A cold value
- * goes only if it ends its chains: evicting a block that others extend
- * would leave them unreachable, since a prefix lookup stops at the first
- * miss.  After each turn of the hand, the cold blocks passed over for that
- * go, tails first, before a second turn takes blocks readers touched.
+ * Evict the least recently read values until free and quarantined pages
+ * reach want.  Readers store the holder's tick in a value's hint, and a
+ * value's age is the number of ticks since it was last read or published
+ * (see tick_pages()).  From the histogram of ages comes the youngest age
+ * that still frees enough, and a hand sweeps the pages for values that old:
+ * a first turn takes the values older than that age, the next ones those of
+ * that age too, as an exact LRU would up to the granularity of a tick.
+ * A value goes only if no cached block names it as parent: a prefix lookup
+ * stops at the first missing block, so evicting a block that others extend
+ * would strand them.  When it goes, so does its parent if the hand passed
+ * over it for that and it is old enough, so an old chain goes from its
+ * tail to its head.  The ends of chains can be younger than the values the
+ * histogram counted (a chain published piece by piece and never read is
+ * oldest at its head): if two turns at that age are not enough, each next
+ * turn halves the age, down to taking the ends of chains of any age.
  */
 static int
 evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
 	struct sweep w = { .want = want, .have = room(p, b) };
-	uint64_t hand = p->state->clock, total;
+	uint64_t hand = p->state->clock, tick = p->state->tick ? p->state->tick : 1, total;
 	uint8_t key[MKV_KEY_MAX];
+	unsigned age;
 	MDB_val k;
 	int rc = 0;
 
-	for (unsigned turn = 0; turn < 2 && !rc && w.have < want; turn++) {
-		for (uint64_t scanned = 0; w.have < want && scanned < p->nr_pages;) {
-			uint64_t step = 1, pg = hand < p->nr_pages ? hand : 0;
+	*out = 0;
+	if (w.have >= want)
+		return 0;
+	age = mkv_age_threshold(p, tick, want - w.have, true);
+	for (unsigned turn = 0;; turn++) {
+		unsigned min_age = turn == 0 ? (age < MKV_AGE_CAP ? age + 1 : age) :
+				turn <= 2 ? age : age >> (turn - 2);
 
-			if (page_key(p, txn, pg, key, &k) &&
-			    __atomic_exchange_n(&p->hints[pg], 0, __ATOMIC_RELAXED) == 0) {
-				if (!is_tail(p, txn, &k)) {
-					head_add(&w, pg);
-				} else {
-					uint64_t before = w.have;
+		for (uint64_t scanned = 0; w.have < want && scanned < p->nr_pages && !rc;) {
+			uint64_t step = 0, pg = hand < p->nr_pages ? hand : 0;
+			uint8_t h = __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED);
 
-					if ((rc = evict_one(p, txn, &k, b, &w)))
-						break;
-					step = w.have - before;
-				}
+			/* 0: not a value's first page; the registry is asked only about old ones */
+			if (h && mkv_hint_age(tick, h) >= min_age && page_key(p, txn, pg, key, &k)) {
+				if (is_tail(p, txn, &k))
+					rc = evict_chain(p, txn, k, min_age, b, &w, &step);
+				else
+					head_add(&w, mkv_key_hash(k.mv_data, k.mv_size), pg);
 			}
+			step = step ? step : 1;
 			scanned += step;
 			hand = pg + step;
 		}
-		if (!rc)
-			rc = take_heads(p, txn, b, &w);
+		if (w.have >= want || rc || (turn >= 2 && min_age == 0))
+			break;
 	}
 	free(w.heads);
 	p->state->clock = hand;
@@ -422,13 +526,23 @@ pct_pages(const struct mkv_pool *p, uint64_t pct)
 	return (p->nr_pages * pct + 99) / 100;
 }
 
-/* A grant short of pages: evict what it needs (at least to the high mark). */
+/*
+ * A grant: ext.npages pages for the client's cache, or at least length (what
+ * its caller needs now) when no run is that long: free pages lie scattered
+ * once eviction has run, and a batch must not evict what a single value
+ * does not need.  Short even of that: evict what it needs (at least to the
+ * high mark).
+ */
 static int
 grant_or_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	uint64_t grant = mkv_grant_word(r->slot, r->inc), want, evicted;
 	int rc = mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
 
+	if (rc == MKV_E_NOSPC && r->length && r->length < r->ext.npages) {
+		r->ext.npages = r->length;
+		rc = mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
+	}
 	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages || b->evicted || r->retried ||
 	    !p->h.wm_low)
 		return rc;
@@ -568,8 +682,14 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	struct batch b = { 0 };
 	MDB_txn *txn;
 	unsigned applied = 0;
-	int rc, fatal = 0;
+	int rc, fatal = 0, again = 0;
 
+	/*
+	 * A thread writing without pause keeps h.lock and can starve the
+	 * service thread of it: renew here too when renewal is due.
+	 */
+	if (p->h.holding && mkv_now_ns() - p->h.last_renew_ns >= p->lease_period_ns / 4)
+		mkv_lease_beat(p);
 	if (!mkv_lease_valid(p)) {
 		fatal = mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
 		goto done;
@@ -639,8 +759,14 @@ done:
 			mkv_pages_move(p, &r->ext, mkv_grant_word(r->slot, r->inc), MKV_PG_FREE);
 		r->result = fatal;
 	}
-	if (!fatal)
+	if (!fatal) {
+		uint64_t published = 0;
+
 		moves_apply(p, &b.released, quar, MKV_PG_FREE);
+		for (size_t i = 0; i < b.pubs.n; i++)
+			published += b.pubs.v[i].ext.npages;
+		tick_pages(p, published);
+	}
 	/*
 	 * A grant refused for want of the pages this txn released, or evicted
 	 * (they are free once a txn drops their quarantine, if no reader pins
@@ -649,15 +775,17 @@ done:
 	for (unsigned i = 0; i < n && !fatal && (b.released.n || b.evicted); i++) {
 		if (reqs[i].op != MKV_OP_GRANT || reqs[i].result != MKV_E_NOSPC || reqs[i].retried)
 			continue;
-		if (b.evicted)
-			mkv_commit(p, NULL, 0);
+		if (b.evicted && (again = mkv_commit(p, NULL, 0)))
+			break;
 		reqs[i].retried = true;
-		mkv_commit(p, &reqs[i], 1);
+		if ((again = mkv_commit(p, &reqs[i], 1)))
+			break;
 	}
 	free(b.pubs.v);
 	free(b.dels.v);
 	free(b.released.v);
-	return fatal;
+	/* The retries' own failure (MKV_E_FENCED): this txn committed, they did not. */
+	return fatal ? fatal : again;
 }
 
 /* Mark every page the registry owns, with the kind of ownership. */
@@ -673,7 +801,7 @@ recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
 	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
 		struct mkv_entry e;
 
-		if (d.mv_size != sizeof(e))
+		if (mkv_reg_is_table(&k) || d.mv_size != sizeof(e))
 			continue;
 		memcpy(&e, d.mv_data, sizeof(e));
 		if (!extent_ok(p, &(struct mkv_extent){ e.page, e.npages }))

@@ -178,6 +178,24 @@ static inline void mkv_full_fence(void)
 /* kv.c */
 uint64_t mkv_checksum(const void *buf, size_t len);
 uint64_t mkv_key_hash(const void *key, size_t klen);
+bool mkv_reg_is_table(const MDB_val *key);
+/* Eviction's ages: a hint is the tick (1 to 255) of the last read, 0 none. */
+#define MKV_AGE_CAP 160U
+static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)
+{
+	return hint ? (unsigned)((tick + 255 - hint) % 255) : MKV_AGE_CAP;
+}
+/*
+ * A read of the value at page: a plain store, no lock and no registry
+ * write.  Before the first round (tick 0) reads store tick 1.
+ */
+static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
+{
+	uint64_t tick = __atomic_load_n(&p->state->tick, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&p->hints[page], (uint8_t)(tick ? tick : 1), __ATOMIC_RELAXED);
+}
+unsigned mkv_age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap);
 
 /* pool.c */
 struct mkv_opts {
@@ -307,7 +325,7 @@ struct mkv_req {
 	const void *key;
 	size_t klen;
 	struct mkv_extent ext;  /* PUBLISH, UNGRANT: the pages; GRANT: npages in, extent out */
-	uint64_t length;        /* PUBLISH */
+	uint64_t length;        /* PUBLISH: value bytes; GRANT: the fewest pages that will do */
 	uint64_t checksum;      /* PUBLISH: of the value's bytes */
 	uint64_t parent;        /* PUBLISH: key hash of its parent in a chain, or 0 */
 	uint64_t out;           /* RECLAIM, EVICT: what was done */

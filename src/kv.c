@@ -99,6 +99,7 @@ grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 	if (mkv_grants_take(p, npages, out))
 		return 0;
 	r.ext.npages = batch > npages ? batch : npages;
+	r.length = npages;
 	rc = write_one(p, &r);
 	if (rc == MKV_E_NOSPC) {
 		/* Short of pages: hand back what we cache, then ask for just these. */
@@ -407,7 +408,7 @@ view_set(struct mkv_pool *p, const struct mkv_entry *e, uint64_t txn, struct mkv
 	if ((p->flags & MKV_VERIFY) && e->checksum && mkv_checksum(data, e->length) != e->checksum)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: value at page %llu does not match its checksum",
 				p->path, (unsigned long long)e->page);
-	__atomic_store_n(&p->hints[e->page], 1, __ATOMIC_RELAXED);
+	mkv_touch(p, e->page);
 	v->data = data;
 	v->len = e->length;
 	v->priv_[0] = txn;
@@ -621,7 +622,7 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 	mkv_reg_rtxn_done(pool, txn);
 	if (rc)
 		return rc;
-	st->entries = ms.ms_entries;
+	st->entries = ms.ms_entries - MKV_TABLES;
 	st->low_watermark = (uint32_t)wm_low;
 	st->high_watermark = (uint32_t)wm_high;
 	mdb_env_info(pool->reg.env, &info);
@@ -754,15 +755,17 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 }
 
 /*
- * With MKV_DRY_RUN: what the clock would evict now.  Its first pass takes
- * the values readers did not touch and clears the others' marks, its
- * second pass takes those: two passes here, the first skipping marked ones.
+ * With MKV_DRY_RUN: what eviction would take now, by age as the holder
+ * chooses (the values older than the threshold age, then those of that
+ * age, then any), without following chains.
  */
 static void
 evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
 {
 	uint64_t want = (p->nr_pages * free_pct + 99) / 100, have = 0, hand = p->state->clock;
+	uint64_t tick = p->state->tick ? p->state->tick : 1;
 	uint8_t *taken = calloc(p->nr_pages, 1);
+	unsigned age, turns[3];
 	MDB_txn *txn;
 
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
@@ -771,28 +774,34 @@ evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
 		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
 	}
 	report->pages_free = have;
-	if (!taken || mkv_reg_rtxn(p, &txn)) {
+	if (!taken || have >= want || mkv_reg_rtxn(p, &txn)) {
 		free(taken);
 		return;
 	}
-	for (uint64_t n = 0; n < 2 * p->nr_pages && have < want; n++, hand++) {
-		uint64_t be;
-		MDB_val pk = { sizeof(be), &be }, k, d;
-		struct mkv_entry e;
+	age = mkv_age_threshold(p, tick, want - have, false);
+	turns[0] = age + 1;
+	turns[1] = age;
+	turns[2] = 0;
+	for (unsigned t = 0; t < 3; t++)
+		for (uint64_t n = 0; n < p->nr_pages && have < want; n++, hand++) {
+			uint64_t be;
+			MDB_val pk = { sizeof(be), &be }, k, d;
+			struct mkv_entry e;
 
-		if (hand >= p->nr_pages)
-			hand = 0;
-		be = htobe64(hand);
-		if (taken[hand] || (n < p->nr_pages && __atomic_load_n(&p->hints[hand], __ATOMIC_RELAXED)) ||
-		    mdb_get(txn, p->reg.pages, &pk, &k) || mdb_get(txn, p->reg.entries, &k, &d) ||
-		    d.mv_size != sizeof(e))
-			continue;
-		memcpy(&e, d.mv_data, sizeof(e));
-		taken[hand] = 1;
-		report->keys++;
-		report->pages += e.npages;
-		have += e.npages;
-	}
+			if (hand >= p->nr_pages)
+				hand = 0;
+			be = htobe64(hand);
+			if (taken[hand] || mkv_hint_age(tick, __atomic_load_n(&p->hints[hand],
+					__ATOMIC_RELAXED)) < turns[t] ||
+			    mdb_get(txn, p->reg.pages, &pk, &k) || mdb_get(txn, p->reg.entries, &k, &d) ||
+			    d.mv_size != sizeof(e))
+				continue;
+			memcpy(&e, d.mv_data, sizeof(e));
+			taken[hand] = 1;
+			report->keys++;
+			report->pages += e.npages;
+			have += e.npages;
+		}
 	mkv_reg_rtxn_done(p, txn);
 	free(taken);
 }

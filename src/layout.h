@@ -16,7 +16,8 @@
  *   slots_off              max_clients x struct mkv_slot
  *   rq_off                 max_clients x MKV_RQ_DEPTH x struct mkv_rq
  *   pt_off                 nr_pages x uint64_t page states, by the holder
- *   hint_off               nr_pages x uint8_t access hints, by readers
+ *   hint_off               nr_pages x uint8_t access hints, by readers: the
+ *                          tick when a value's first page was last read
  */
 #ifndef MKV_LAYOUT_H
 #define MKV_LAYOUT_H
@@ -27,11 +28,19 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 4U
+#define MKV_FORMAT_VERSION 5U
 #define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
-#define MKV_REGISTRY_FORMAT 3U
+#define MKV_REGISTRY_FORMAT 4U
+/*
+ * User keys live in LMDB's main database, whose lookups skip the search
+ * for a named database's root that every fresh read txn makes.  The other
+ * tables are named databases, and LMDB keeps their names as keys of the
+ * main database: a name one byte longer than any user key cannot collide.
+ */
+#define MKV_TABLE_NAME_LEN 511U
+#define MKV_TABLES 5U
 #define MKV_SUPER_ALIGN 4096U
 
 struct mkv_super {
@@ -82,7 +91,9 @@ static_assert(sizeof(struct mkv_lease) == MKV_CACHELINE, "one cacheline");
 struct mkv_state {
 	uint64_t rotor;        /* next-fit start for page allocation (holder) */
 	uint64_t clock;        /* eviction's clock hand, a page number (holder) */
-	uint64_t reserved0[6];
+	uint64_t tick;         /* 1 to 255: what readers store in hints (holder) */
+	uint64_t tick_pages;   /* pages evicted since the tick last advanced (holder) */
+	uint64_t reserved0[4];
 	struct mkv_lease lease;
 	uint32_t doorbell;     /* clients bump it and wake the holder (futex) */
 	uint32_t reserved1[15];
@@ -161,7 +172,8 @@ struct mkv_rq {
 	/* last cacheline: written by the holder */
 	uint64_t done;
 	uint64_t out_page;
-	uint64_t reserved1[6];
+	uint64_t out_npages;   /* GRANT: the pages granted (at least length, at most npages) */
+	uint64_t reserved1[5];
 };
 static_assert(sizeof(struct mkv_rq) == 640, "mkv_rq is fixed-width");
 static_assert(offsetof(struct mkv_rq, done) == 576, "holder's line");

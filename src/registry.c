@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * registry.c -- the key registry: an LMDB environment (MDB_NOSUBDIR) with
- * the sub-databases
- *   entries  user key -> struct mkv_entry
+ * the databases
+ *   entries  user key -> struct mkv_entry (the main database; see layout.h)
  *   pages    first page (big-endian u64) -> user key
  *   freed    txn id (big-endian u64) -> struct mkv_extent[] released in it
  *   meta     name -> value (format, uuid, geometry, counters, generation)
@@ -55,17 +55,37 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	return 0;
 }
 
+bool
+mkv_reg_is_table(const MDB_val *key)
+{
+	return key->mv_size > MKV_KEY_MAX;
+}
+
+/* A table's name: "marukv." and its own, padded with '.' to MKV_TABLE_NAME_LEN. */
+static void
+table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table)
+{
+	int n = snprintf(name, MKV_TABLE_NAME_LEN + 1, "marukv.%s", table);
+
+	memset(name + n, '.', MKV_TABLE_NAME_LEN - (size_t)n);
+	name[MKV_TABLE_NAME_LEN] = '\0';
+}
+
 static int
 dbis_open(struct mkv_pool *p, MDB_txn *txn, unsigned flags)
 {
-	static const char *const names[] = { "entries", "pages", "freed", "meta", "answers",
+	static const char *const names[MKV_TABLES] = { "pages", "freed", "meta", "answers",
 			"kids" };
-	MDB_dbi *dbis[] = { &p->reg.entries, &p->reg.pages, &p->reg.freed, &p->reg.meta,
+	MDB_dbi *dbis[MKV_TABLES] = { &p->reg.pages, &p->reg.freed, &p->reg.meta,
 			&p->reg.answers, &p->reg.kids };
-	int rc;
+	char name[MKV_TABLE_NAME_LEN + 1];
+	int rc = mdb_dbi_open(txn, NULL, 0, &p->reg.entries);
 
-	for (size_t i = 0; i < sizeof(dbis) / sizeof(dbis[0]); i++) {
-		rc = mdb_dbi_open(txn, names[i], flags, dbis[i]);
+	if (rc)
+		return mkv_err_mdb(rc, "registry: open database");
+	for (size_t i = 0; i < MKV_TABLES; i++) {
+		table_name(name, names[i]);
+		rc = mdb_dbi_open(txn, name, flags, dbis[i]);
 		if (rc == MDB_NOTFOUND)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its %s database",
 					p->path, names[i]);
@@ -163,6 +183,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	MDB_txn *txn = NULL;
 	MDB_val k = { 4, "uuid" }, d;
 	struct stat st;
+	char name[MKV_TABLE_NAME_LEN + 1];
 	uint64_t format;
 	char *file = NULL;
 	int rc, stale = 0;
@@ -192,7 +213,8 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
 		return mkv_err_mdb(rc, "registry: begin");
 	/* the format first: an older registry may lack a database */
-	rc = mdb_dbi_open(txn, "meta", 0, &p->reg.meta);
+	table_name(name, "meta");
+	rc = mdb_dbi_open(txn, name, 0, &p->reg.meta);
 	if (rc) {
 		rc = rc == MDB_NOTFOUND ?
 			mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its meta database", p->path) :

@@ -108,7 +108,8 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 			a->ext.page = e->page;
 			a->out = __atomic_load_n(&e->out_page, __ATOMIC_ACQUIRE);
 			if (e->op == MKV_RQ_GRANT && a->result == 0)
-				a->ext.page = a->out;
+				a->ext = (struct mkv_extent){ a->out,
+						__atomic_load_n(&e->out_npages, __ATOMIC_ACQUIRE) };
 			return true;
 		}
 		if (deadline && mkv_now_ns() >= deadline)
@@ -323,9 +324,10 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		__atomic_store_n(&e->out_page,
 				reqs[i].op == MKV_OP_GRANT ? reqs[i].ext.page : reqs[i].out,
 				__ATOMIC_RELAXED);
+		__atomic_store_n(&e->out_npages, reqs[i].ext.npages, __ATOMIC_RELAXED);
 		__atomic_store_n(&e->done, ((uint64_t)reqs[i].seq << 32) | (uint32_t)reqs[i].result,
 				__ATOMIC_RELEASE);
-		p->super.persist(&e->done, 2 * sizeof(uint64_t));
+		p->super.persist(&e->done, 3 * sizeof(uint64_t));
 	}
 	/* reqs come slot by slot, in order: wake each slot once */
 	for (unsigned i = 0; i < n; i++) {

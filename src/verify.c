@@ -153,8 +153,10 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	    (rc = mdb_cursor_open(txn, pool->reg.entries, &c)))
 		goto lmdb;
 	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		if (mkv_reg_is_table(&k))
+			continue;
 		check_entry(pool, txn, &k, &d, mark, flags & MKV_VERIFY_DEEP, report);
-		mkv_progress(pool, report->entries, ps.ms_entries, &last);
+		mkv_progress(pool, report->entries, ps.ms_entries - MKV_TABLES, &last);
 	}
 	mkv_progress(pool, report->entries, report->entries, &last);
 	mdb_cursor_close(c);

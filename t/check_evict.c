@@ -325,6 +325,43 @@ START_TEST(test_chain_from_another_process)
 }
 END_TEST
 
+/* Least recently read first; the dry run counts what the real one takes. */
+START_TEST(test_evicts_least_recently_read_first)
+{
+	enum { N = 600, READ = 200 };
+	struct mkv_pool *pool;
+	struct mkv_evict dry, rep;
+	struct mkv_view v;
+	struct mkv_stat st;
+	char key[64];
+	size_t klen;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	for (unsigned i = 0; i < N; i++) {
+		klen = tu_key(key, "lru-", i);
+		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
+	}
+	/* the oldest third, read again after everything was written: now the youngest */
+	for (unsigned i = 0; i < READ; i++) {
+		klen = tu_key(key, "lru-", i);
+		TU_OK(mkv_get(pool, key, klen, &v));
+		TU_OK(mkv_release(pool, &v));
+	}
+	TU_OK(mkv_pool_evict(pool, 60, MKV_DRY_RUN, &dry));
+	TU_OK(mkv_pool_evict(pool, 60, 0, &rep));
+	ck_assert_uint_gt(rep.keys, 0);
+	ck_assert_uint_lt(rep.keys, N - READ);
+	ck_assert_uint_eq(dry.keys, rep.keys);
+	for (unsigned i = 0; i < READ; i++) {
+		klen = tu_key(key, "lru-", i);
+		ck_assert_msg(mkv_exists(pool, key, klen) == 1, "read key %u was evicted", i);
+	}
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.entries, N - rep.keys);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 START_TEST(test_watermarks_are_checked_and_changeable)
 {
 	struct mkv_opts *opts;
@@ -369,6 +406,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_chains_lose_tails_before_heads);
 	tcase_add_test(tc, test_publish_chain_shares_and_checks);
 	tcase_add_test(tc, test_chain_from_another_process);
+	tcase_add_test(tc, test_evicts_least_recently_read_first);
 	suite_add_tcase(s, tc);
 	return s;
 }
