@@ -108,6 +108,7 @@ mkv_client_attach(struct mkv_pool *p)
 	uint32_t pid = (uint32_t)getpid(), n = p->sb->max_clients;
 	uint64_t start = proc_starttime(pid), o;
 
+	p->pid = pid;
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
 		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o, pid, start))

@@ -149,6 +149,7 @@ struct mkv_pool {
 	uint64_t node;            /* node id: FNV-1a of the name */
 	uint32_t node_idx;        /* our entry in the node table */
 	uint32_t slot;            /* our client slot */
+	uint32_t pid;             /* our process, as the slot and the lease record name it */
 	uint32_t incarnation;     /* of our claim on it */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
 	struct mkv_registry reg;

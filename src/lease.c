@@ -319,7 +319,7 @@ mkv_lease_valid(struct mkv_pool *p)
 		return false;
 	lease_read(p, &v);
 	return v.generation == h->generation && v.node == p->node_idx + 1 &&
-		v.slot == p->slot && v.pid == (uint32_t)getpid();
+		v.slot == p->slot && v.pid == p->pid;
 }
 
 /* Stop holding, without touching the lease record (it is not ours to clear). */

@@ -58,10 +58,19 @@ fork_done(void)
 	pthread_mutex_unlock(&open_lock);
 }
 
+/* A child holds no lease, whatever its parent's handles did (it has p->pid wrong). */
+static void
+fork_child(void)
+{
+	for (struct mkv_pool *p = open_list; p; p = p->next_open)
+		p->h.holding = false;
+	fork_done();
+}
+
 static void
 atfork_install(void)
 {
-	pthread_atfork(fork_prepare, fork_done, fork_done);
+	pthread_atfork(fork_prepare, fork_done, fork_child);
 }
 
 static void
