@@ -2,9 +2,10 @@
 /*
  * marukv-bench: workloads against a marukv pool.
  *
- * A thin tool over the public API (marukv.h only; the register
- * subcommand's LMDB peer also uses lmdb.h).  This file holds the table of
- * subcommands; each lives in utils/bench/ and takes its own options.
+ * A thin tool over the public API (marukv.h only; the peers the
+ * subcommands compare marukv with use lmdb.h, libpmem2.h and hiredis).
+ * This file holds the table of subcommands; each lives in utils/bench/
+ * and takes its own options.
  */
 #include <marukv.h>
 
@@ -24,6 +25,11 @@ static const struct command commands[] = {
 	{ "demo", cmd_demo, "prefill writer and decode readers sharing a pool" },
 	{ "register", cmd_register, "registrations/s with W writers: marukv vs raw LMDB" },
 	{ "takeover", cmd_takeover, "time to take the lease over after kill -9 of the holder" },
+	{ "lookup", cmd_lookup, "lookup and zero-copy get latency: marukv vs raw LMDB and Redis" },
+	{ "getsize", cmd_getsize, "zero-copy get latency as values grow, vs Redis GET" },
+	{ "put", cmd_put, "write throughput, 4 KiB to 16 MiB: vs memcpy, pmem2 copy, Redis SET" },
+	{ "hitrate", cmd_hitrate, "prefix hit rate of marukv's eviction vs an exact LRU" },
+	{ "evict", cmd_evict, "keys evicted/s, and get latency with and without eviction" },
 };
 
 static void usage(FILE *f)

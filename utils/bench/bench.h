@@ -2,9 +2,11 @@
 /*
  * bench.h -- what the marukv-bench subcommands share: clocks, hashes and
  * the random number generator, option parsing, payload patterns, sample
- * statistics, output helpers, child processes and scratch directories.
+ * statistics, output helpers, child processes and crews of them, pools
+ * and the raw LMDB peer, the Redis peer (redis.c) and scratch directories.
  * Each subcommand lives in a file of its own (demo.c, register.c,
- * takeover.c) and is listed in the table in marukv-bench.c.
+ * takeover.c, lookup.c, getsize.c, put.c...) and is listed in the table
+ * in marukv-bench.c.
  */
 #ifndef MARUKV_BENCH_H
 #define MARUKV_BENCH_H
@@ -13,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include <lmdb.h>
 
 #include "../json.h"
 
@@ -28,6 +32,11 @@ enum { EXIT_OK = 0, EXIT_VERIFY = 1, EXIT_ERR = 2 };
 int cmd_demo(int argc, char **argv);
 int cmd_register(int argc, char **argv);
 int cmd_takeover(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
+int cmd_getsize(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_hitrate(int argc, char **argv);
+int cmd_evict(int argc, char **argv);
 
 /* ---- clocks, hashes, random numbers --------------------------------------- */
 
@@ -35,6 +44,11 @@ int cmd_takeover(int argc, char **argv);
 uint64_t now_ns(void);
 /* Sleep for ns nanoseconds (restarted after signals). */
 void sleep_ns(uint64_t ns);
+/*
+ * What timing an op between two now_ns() calls adds to it: the median of
+ * many back-to-back pairs, subtracted from each sample of an op.
+ */
+double clock_cost_ns(void);
 /* MurmurHash3's 64-bit finaliser: a bijective mixer. */
 uint64_t fmix64(uint64_t x);
 /* splitmix64: the only random number generator of the bench. */
@@ -43,6 +57,12 @@ uint64_t load64le(const uint8_t *p);
 void store64le(uint8_t *p, uint64_t v);
 /* A 16-byte key that is a function of (seed, a, b) only. */
 void key_make(uint8_t key[BENCH_KEY_LEN], uint64_t seed, uint64_t a, uint64_t b);
+/*
+ * A block's key in a chain: a 128-bit hash of the previous block's key and
+ * the block's n token ids, so chains that share a prefix share its keys.
+ */
+void chain_hash(const uint8_t prev[BENCH_KEY_LEN], const uint32_t *tok, size_t n,
+		uint8_t out[BENCH_KEY_LEN]);
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -57,6 +77,9 @@ int parse_u64(const char *s, int suffix, uint64_t *out);
  */
 int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
 		size_t *n);
+/* The same, each integer with an optional suffix as for parse_u64(). */
+int parse_size_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
+		size_t *n);
 /* "PROG CMD: bad value for --NAME: VALUE (LO to HI)" on stderr. */
 void bad_value(const char *cmd, const char *name, const char *value, uint64_t lo,
 		uint64_t hi);
@@ -70,15 +93,15 @@ size_t pattern_check(const void *src, size_t len, const uint8_t key[BENCH_KEY_LE
 
 /* ---- samples ---------------------------------------------------------------- */
 
-/* Median, minimum, maximum and 90th percentile of a sample. */
+/* Median, minimum, maximum, 90th and 99th percentiles of a sample. */
 struct summary {
-	double median, min, max, p90;
+	double median, min, max, p90, p99;
 };
 /*
  * Summarise n >= 1 values (v is left as it was).  The median of an even
- * count is the mean of the middle two; p90 is the nearest-rank
- * percentile (the smallest value with at least 90 % of the sample at or
- * below it).  Returns -1 if out of memory.
+ * count is the mean of the middle two; p90 and p99 are nearest-rank
+ * percentiles (the smallest value with at least 90 or 99 % of the sample
+ * at or below it).  Returns -1 if out of memory.
  */
 int summarize(const double *v, size_t n, struct summary *s);
 /* The p-th (1 to 100) nearest-rank percentile of sorted[0..n-1], n >= 1. */
@@ -127,6 +150,96 @@ pid_t child_fork(const char *cmd);
  * reaped.
  */
 int child_reap(pid_t pid, const char *cmd, const char *what, int quiet);
+
+/*
+ * A crew: n forked worker processes that run jobs in lockstep.  Worker i
+ * runs fn(arg, i, job) for each job it is given and keeps its state in
+ * between (pools, environments, connections it opened, in its own copy of
+ * *arg), so a measurement repeated many times pays for its setup once.
+ * crew_run() starts a job in workers 0 to k-1 at once and returns when
+ * each has finished it.  A worker whose fn fails (nonzero; it says why on
+ * stderr) exits.
+ */
+typedef int (*crew_fn)(void *arg, size_t worker, unsigned job);
+struct crew {
+	size_t n;
+	pid_t *pid;
+	int *go;                  /* to worker i: its next job */
+	int *done;                /* from worker i: a status byte per job */
+	const char *cmd;
+};
+/* Fork the workers; 0, or -1 (reported). */
+int crew_start(struct crew *c, size_t n, crew_fn fn, void *arg, const char *cmd);
+/* Run job in workers 0 to k-1; 0, or -1 if one failed or died. */
+int crew_run(struct crew *c, unsigned job, size_t k);
+/* Let the workers exit and reap them; 0, or -1 if one did not exit 0. */
+int crew_stop(struct crew *c);
+
+/* ---- pools and the raw LMDB peer --------------------------------------------------- */
+
+/* Page size of the pools the subcommands create: a small value wastes little. */
+#define BENCH_PAGE 4096U
+
+struct mkv_pool;
+/* What pool_make() creates. */
+struct pool_spec {
+	uint64_t pages;           /* data pages of BENCH_PAGE bytes */
+	uint32_t max_clients;     /* 0: the library's default */
+	uint64_t registry_size;   /* 0: the library's default */
+	unsigned wm_low, wm_high; /* eviction watermarks; 0, 0: no eviction */
+};
+/*
+ * Create the pool at path and open it; this handle holds the lease (checked).
+ * 0, or -1 (reported).
+ */
+int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
+		struct mkv_pool **out);
+
+/* A registry entry as marukv stores it (48 bytes). */
+struct peer_entry {
+	uint8_t version;
+	uint8_t flags;
+	uint16_t reserved0;
+	uint32_t reserved1;
+	uint64_t page, npages, length, checksum, txn, parent;
+};
+/*
+ * An LMDB environment opened as marukv opens its registry (MDB_NOSUBDIR,
+ * MDB_NOTLS, MDB_NORDAHEAD, plus flags); 0 or an LMDB code.
+ */
+int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env);
+/*
+ * Its entries (the main database, as in marukv's registry) and "pages"
+ * databases (flags: MDB_CREATE or 0); 0 or an LMDB code.
+ */
+int peer_dbis(MDB_env *env, unsigned flags, MDB_dbi *entries, MDB_dbi *pages);
+
+/* ---- the Redis peer (redis.c) ------------------------------------------------------ */
+
+struct redisContext;
+/* A redis-server of the bench's own, dying with it. */
+struct redis_server {
+	pid_t pid;
+	char *sock;               /* its Unix socket */
+	char *log;                /* its log file */
+};
+/*
+ * Start redis-server, found on PATH, with its socket and log in dir, no
+ * TCP port and no persistence, and wait until it answers.  0, or -1
+ * (reported; if it is not installed, how to install it).
+ */
+int redis_start(struct redis_server *srv, const char *dir, const char *cmd);
+/* Stop it and reap it; 0, or -1 if it did not exit cleanly (reported). */
+int redis_stop(struct redis_server *srv, const char *cmd);
+/* A new connection to it (hiredis); NULL if none (reported). */
+struct redisContext *redis_connect(const struct redis_server *srv, const char *cmd);
+/* Queue a SET (pipelined: redis_replies() collects the answers); 0 or -1 (reported). */
+int redis_set_append(struct redisContext *c, const void *key, size_t klen, const void *val,
+		size_t len, const char *cmd);
+/* Collect n answers of queued SETs, each to be OK; 0 or -1 (reported). */
+int redis_replies(struct redisContext *c, size_t n, const char *cmd);
+/* Drop every key; 0 or -1 (reported). */
+int redis_flush(struct redisContext *c, const char *cmd);
 
 /* ---- scratch directories ------------------------------------------------------ */
 

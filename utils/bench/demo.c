@@ -41,24 +41,6 @@ static const uint8_t *plan_key(const struct plan *pl, size_t p, size_t i)
 	return pl->keys + (p * pl->blocks + i) * KEY_LEN;
 }
 
-/* h = hash(prev, tokens): a 128-bit chained hash of a block's token ids. */
-static void chain_hash(const uint8_t prev[KEY_LEN], const uint32_t *tok,
-		size_t n, uint8_t out[KEY_LEN])
-{
-	uint64_t a = load64le(prev), b = load64le(prev + 8);
-
-	for (size_t j = 0; j < n; j++) {
-		a = (a ^ tok[j]) * 0x9e3779b97f4a7c15ULL;
-		a ^= a >> 32;
-		b = (b + tok[j]) * 0xc2b2ae3d27d4eb4fULL;
-		b ^= b >> 29;
-	}
-	a = fmix64(a ^ (b << 31 | b >> 33) ^ n);
-	b = fmix64(b ^ a);
-	store64le(out, a);
-	store64le(out + 8, b);
-}
-
 /*
  * Prompts as chains of blocks.  Prompt 0 is fresh; each later prompt, three
  * times in four, repeats the first k blocks (1 <= k <= blocks) of an earlier

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -36,6 +37,20 @@ void sleep_ns(uint64_t ns)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+double clock_cost_ns(void)
+{
+	enum { PAIRS = 1001 };
+	double v[PAIRS];
+	struct summary s;
+
+	for (int i = 0; i < PAIRS; i++) {
+		uint64_t t0 = now_ns();
+
+		v[i] = (double)(now_ns() - t0);
+	}
+	return summarize(v, PAIRS, &s) < 0 ? 0 : s.median;
 }
 
 uint64_t fmix64(uint64_t x)
@@ -80,6 +95,23 @@ void key_make(uint8_t key[BENCH_KEY_LEN], uint64_t seed, uint64_t a, uint64_t b)
 	store64le(key + 8, fmix64(h ^ b ^ 0x6b65792d6d616b65ULL));
 }
 
+void chain_hash(const uint8_t prev[BENCH_KEY_LEN], const uint32_t *tok, size_t n,
+		uint8_t out[BENCH_KEY_LEN])
+{
+	uint64_t a = load64le(prev), b = load64le(prev + 8);
+
+	for (size_t j = 0; j < n; j++) {
+		a = (a ^ tok[j]) * 0x9e3779b97f4a7c15ULL;
+		a ^= a >> 32;
+		b = (b + tok[j]) * 0xc2b2ae3d27d4eb4fULL;
+		b ^= b >> 29;
+	}
+	a = fmix64(a ^ (b << 31 | b >> 33) ^ n);
+	b = fmix64(b ^ a);
+	store64le(out, a);
+	store64le(out + 8, b);
+}
+
 /* ---- options ---------------------------------------------------------------- */
 
 int parse_u64(const char *s, int suffix, uint64_t *out)
@@ -115,8 +147,9 @@ int parse_u64(const char *s, int suffix, uint64_t *out)
 	return 0;
 }
 
-int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
-		size_t *n)
+/* parse_u64_list() and parse_size_list(): suffix as for parse_u64(). */
+static int parse_list(const char *s, int suffix, uint64_t lo, uint64_t hi, uint64_t *v,
+		size_t max, size_t *n)
 {
 	char buf[256], *tok, *save = NULL;
 
@@ -127,11 +160,23 @@ int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t 
 	if (!*buf || buf[strlen(buf) - 1] == ',')
 		return -1;
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (*n == max || parse_u64(tok, 0, &v[*n]) < 0 || v[*n] < lo || v[*n] > hi)
+		if (*n == max || parse_u64(tok, suffix, &v[*n]) < 0 || v[*n] < lo || v[*n] > hi)
 			return -1;
 		(*n)++;
 	}
 	return *n ? 0 : -1;
+}
+
+int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
+		size_t *n)
+{
+	return parse_list(s, 0, lo, hi, v, max, n);
+}
+
+int parse_size_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
+		size_t *n)
+{
+	return parse_list(s, 1, lo, hi, v, max, n);
 }
 
 void bad_value(const char *cmd, const char *name, const char *value, uint64_t lo,
@@ -216,7 +261,7 @@ int summarize(const double *v, size_t n, struct summary *s)
 	double *w;
 
 	if (n == 0) {
-		s->median = s->min = s->max = s->p90 = NAN;
+		s->median = s->min = s->max = s->p90 = s->p99 = NAN;
 		return 0;
 	}
 	w = malloc(n * sizeof(*w));
@@ -228,6 +273,7 @@ int summarize(const double *v, size_t n, struct summary *s)
 	s->max = w[n - 1];
 	s->median = n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
 	s->p90 = percentile_sorted(w, n, 90);
+	s->p99 = percentile_sorted(w, n, 99);
 	free(w);
 	return 0;
 }
@@ -370,6 +416,213 @@ int child_reap(pid_t pid, const char *cmd, const char *what, int quiet)
 		return -1;
 	}
 	return WEXITSTATUS(ws);
+}
+
+/* Read exactly len bytes; 0 at end of file, 1 when read, -1 on error. */
+static int read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = read(fd, (char *)buf + got, len - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r == 0 && got == 0 ? 0 : -1;
+		got += (size_t)r;
+	}
+	return 1;
+}
+
+static void crew_work(int go, int done, crew_fn fn, void *arg, size_t i)
+{
+	unsigned job;
+	int r;
+
+	while ((r = read_full(go, &job, sizeof(job))) == 1) {
+		char st = fn(arg, i, job) ? 1 : 0;
+
+		if (write(done, &st, 1) != 1 || st)
+			_exit(EXIT_ERR);
+	}
+	_exit(r == 0 ? EXIT_OK : EXIT_ERR);
+}
+
+static void crew_free(struct crew *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		close_fd(&c->go[i]);
+		close_fd(&c->done[i]);
+	}
+	free(c->pid);
+	free(c->go);
+	free(c->done);
+	c->pid = NULL;
+	c->go = c->done = NULL;
+}
+
+int crew_start(struct crew *c, size_t n, crew_fn fn, void *arg, const char *cmd)
+{
+	int (*p)[2] = calloc(2 * n, sizeof(*p));
+	size_t made = 0, forked = 0;
+
+	*c = (struct crew){ .n = n, .cmd = cmd };
+	c->pid = calloc(n, sizeof(*c->pid));
+	c->go = malloc(n * sizeof(*c->go));
+	c->done = malloc(n * sizeof(*c->done));
+	if (!p || !c->pid || !c->go || !c->done) {
+		fprintf(stderr, PROG " %s: out of memory\n", cmd);
+		free(p);
+		free(c->pid);
+		free(c->go);
+		free(c->done);
+		*c = (struct crew){ 0 };
+		return -1;
+	}
+	/* A worker that died must make crew_run() fail, not kill us with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	for (; made < 2 * n; made++)
+		if (pipe(p[made]) < 0) {
+			fprintf(stderr, PROG " %s: pipe: %s\n", cmd, strerror(errno));
+			break;
+		}
+	/* Pipe 2i carries jobs to worker i, pipe 2i+1 its answers. */
+	for (; made == 2 * n && forked < n; forked++) {
+		pid_t pid = child_fork(cmd);
+
+		if (pid < 0)
+			break;
+		if (pid == 0) {
+			for (size_t j = 0; j < 2 * n; j++)
+				if (j / 2 != forked) {
+					close(p[j][0]);
+					close(p[j][1]);
+				}
+			close(p[2 * forked][1]);
+			close(p[2 * forked + 1][0]);
+			crew_work(p[2 * forked][0], p[2 * forked + 1][1], fn, arg, forked);
+		}
+		c->pid[forked] = pid;
+	}
+	for (size_t j = 0; j < made; j++) {
+		if (j % 2 == 0) {
+			c->go[j / 2] = p[j][1];
+			close(p[j][0]);
+		} else {
+			c->done[j / 2] = p[j][0];
+			close(p[j][1]);
+		}
+	}
+	for (size_t j = made; j < 2 * n; j++)
+		*(j % 2 ? &c->done[j / 2] : &c->go[j / 2]) = -1;
+	free(p);
+	if (forked < n) {
+		crew_stop(c);
+		return -1;
+	}
+	return 0;
+}
+
+int crew_run(struct crew *c, unsigned job, size_t k)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < k; i++)
+		if (write(c->go[i], &job, sizeof(job)) != (ssize_t)sizeof(job))
+			rc = -1;
+	for (size_t i = 0; i < k; i++) {
+		char st = 1;
+
+		if (read_full(c->done[i], &st, 1) != 1 || st)
+			rc = -1;
+	}
+	return rc;
+}
+
+int crew_stop(struct crew *c)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < c->n; i++)
+		close_fd(&c->go[i]);
+	for (size_t i = 0; i < c->n; i++)
+		if (c->pid[i] > 0 && child_reap(c->pid[i], c->cmd, "worker", 0) != 0)
+			rc = -1;
+	crew_free(c);
+	return rc;
+}
+
+/* ---- pools and the raw LMDB peer --------------------------------------------------- */
+
+int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
+		struct mkv_pool **out)
+{
+	struct mkv_opts *opts = NULL;
+	struct mkv_stat st;
+	int rc = mkv_opts_new(&opts);
+
+	*out = NULL;
+	if (!rc)
+		rc = mkv_opts_set_page_size(opts, BENCH_PAGE);
+	if (!rc)
+		rc = mkv_opts_set_data_size(opts, spec->pages * BENCH_PAGE);
+	if (!rc && spec->max_clients)
+		rc = mkv_opts_set_max_clients(opts, spec->max_clients);
+	if (!rc && spec->registry_size)
+		rc = mkv_opts_set_registry_size(opts, spec->registry_size);
+	if (!rc)
+		rc = mkv_opts_set_watermarks(opts, spec->wm_low, spec->wm_high);
+	if (!rc)
+		rc = mkv_pool_open(path, MKV_CREATE, opts, out);
+	mkv_opts_delete(&opts);
+	if (!rc)
+		rc = mkv_pool_stat(*out, &st);
+	if (rc) {
+		fprintf(stderr, PROG " %s: %s: %s\n", cmd, path, mkv_why(rc));
+		mkv_pool_close(out);
+		return -1;
+	}
+	if (st.lease_holder_pid != (uint32_t)getpid()) {
+		fprintf(stderr, PROG " %s: %s: the lease holder is pid %" PRIu32
+				", not this process (%ld)\n", cmd, path, st.lease_holder_pid,
+				(long)getpid());
+		mkv_pool_close(out);
+		return -1;
+	}
+	return 0;
+}
+
+_Static_assert(sizeof(struct peer_entry) == 56, "a marukv registry entry");
+
+int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env)
+{
+	int rc = mdb_env_create(env);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_env_set_maxdbs(*env, 2)) || (rc = mdb_env_set_mapsize(*env, mapsize)) ||
+	    (rc = mdb_env_open(*env, file, MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags,
+			0666))) {
+		mdb_env_close(*env);
+		*env = NULL;
+	}
+	return rc;
+}
+
+int peer_dbis(MDB_env *env, unsigned flags, MDB_dbi *entries, MDB_dbi *pages)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(env, NULL, flags & MDB_CREATE ? 0 : MDB_RDONLY, &txn);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, NULL, 0, entries)) ||
+	    (rc = mdb_dbi_open(txn, "pages", flags, pages))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
 }
 
 /* ---- scratch directories ------------------------------------------------------ */

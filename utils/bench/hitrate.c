@@ -1,0 +1,700 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hitrate: how many requested blocks a cache of a given capacity serves,
+ * marukv's eviction against an exact LRU, on the same request streams.
+ *
+ * For each workload setting (workload.h) the stream is generated once;
+ * its unique blocks are the misses of an LRU with room for all of them
+ * (a chain's block is never cached without the blocks before it, so every
+ * block misses exactly once).  Each capacity is a percentage of those.
+ * Both caches then replay the same stream, request by request:
+ *
+ *  - LRU, simulated here with room for `capacity` blocks: the hits are
+ *    the leading blocks present (the lookup stops at the first missing
+ *    one), touched in order; then the blocks from the first miss on are
+ *    inserted (or touched, if present), each evicting the least recently
+ *    used block when full.
+ *
+ *  - marukv: a fresh pool of exactly `capacity` data pages of 4 KiB, one
+ *    block per page, with the lowest watermarks that keep automatic
+ *    eviction on.  This process opens it, so it holds the lease and its
+ *    holder thread is the one that evicts.  The hits are what
+ *    mkv_get_batch() with MKV_BATCH_PREFIX finds (these reads are what
+ *    marks blocks as used for the evictor); the views are released and
+ *    the missing blocks allocated, filled and published as one chain
+ *    under the last block hit.
+ *
+ * Everything is a function of the seed; marukv's figures also depend on
+ * the library's eviction, which runs in the same order every time.
+ */
+#include <marukv.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "workload.h"
+
+#define CMD "hitrate"
+#define PAGE BENCH_PAGE
+#define MAX_SETS 8
+#define MAX_CAPS 16
+#define MAX_OVERRIDES 64
+/* Lowest watermarks with automatic eviction on (0 turns it off). */
+#define WM_LOW 1U
+#define WM_HIGH 1U
+
+struct override {
+	size_t field;
+	const char *value;
+};
+
+struct hr_opts {
+	const struct wl_setting *set[MAX_SETS];
+	size_t nset;
+	uint64_t caps[MAX_CAPS];
+	size_t ncaps;
+	uint64_t requests, seed;
+	const char *dir;
+	int json;
+	struct override over[MAX_OVERRIDES];
+	size_t nover;
+};
+
+/* ---- options ---------------------------------------------------------------- */
+
+static void hr_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " hitrate [--workload LIST] [--capacity LIST] [--requests N]\n"
+		"                       [--seed S] [--dir DIR] [--json] [WORKLOAD OPTIONS]\n"
+		"Hit rate of prefix lookups, marukv's eviction against an exact LRU, on the\n"
+		"same request streams, with room for a percentage of the stream's unique blocks.\n"
+		"  --workload LIST     comma-separated settings, or all (default all)\n"
+		"  --capacity LIST     comma-separated percentages of the unique blocks,\n"
+		"                      1 to 100 (default 5,10,25)\n"
+		"  --requests N        only the first N requests of each stream (default 0: all)\n"
+		"  --seed S            seed of the streams (default 1)\n"
+		"  --dir DIR           where the scratch pools go (default /dev/shm)\n"
+		"  --json              print the results as one JSON object\n");
+	wl_usage(f);
+}
+
+static int parse_workloads(const char *s, struct hr_opts *o)
+{
+	char buf[256], *tok, *save = NULL;
+
+	if (!strcmp(s, "all")) {
+		o->nset = 0;
+		for (size_t i = 0; i < wl_nsettings && i < MAX_SETS; i++)
+			o->set[o->nset++] = &wl_settings[i];
+		return 0;
+	}
+	if (strlen(s) >= sizeof(buf) || !*s || s[strlen(s) - 1] == ',')
+		return -1;
+	strcpy(buf, s);
+	o->nset = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const struct wl_setting *w = wl_find(tok);
+
+		if (!w || o->nset == MAX_SETS)
+			return -1;
+		o->set[o->nset++] = w;
+	}
+	return o->nset ? 0 : -1;
+}
+
+/* Own options, then one per workload parameter. */
+enum { O_WORKLOAD = 256, O_CAPACITY, O_REQUESTS, O_SEED, O_DIR, O_JSON, O_HELP, O_PARAM };
+
+static struct option *hr_longopts(void)
+{
+	static const struct option own[] = {
+		{ "workload", required_argument, NULL, O_WORKLOAD },
+		{ "capacity", required_argument, NULL, O_CAPACITY },
+		{ "requests", required_argument, NULL, O_REQUESTS },
+		{ "seed",     required_argument, NULL, O_SEED },
+		{ "dir",      required_argument, NULL, O_DIR },
+		{ "json",     no_argument,       NULL, O_JSON },
+		{ "help",     no_argument,       NULL, O_HELP },
+	};
+	const size_t nown = sizeof(own) / sizeof(own[0]);
+	struct option *v = calloc(nown + wl_noptions + 1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	memcpy(v, own, sizeof(own));
+	for (size_t i = 0; i < wl_noptions; i++)
+		v[nown + i] = (struct option){ wl_option_name(i), required_argument, NULL,
+			(int)(O_PARAM + i) };
+	return v;
+}
+
+static int hr_option(int c, struct hr_opts *o)
+{
+	struct wl_params scratch = wl_settings[0].params;
+	uint64_t *dst = NULL, lo = 0, hi = UINT64_MAX;
+	const char *name = NULL;
+
+	switch (c) {
+	case O_DIR: o->dir = optarg; return 0;
+	case O_JSON: o->json = 1; return 0;
+	case O_HELP: hr_usage(stdout); return 1;
+	case O_WORKLOAD:
+		if (parse_workloads(optarg, o) == 0)
+			return 0;
+		fprintf(stderr, PROG " " CMD ": bad value for --workload: %s (all, or up to"
+				" %d of", optarg, MAX_SETS);
+		for (size_t i = 0; i < wl_nsettings; i++)
+			fprintf(stderr, " %s", wl_settings[i].name);
+		fprintf(stderr, ")\n");
+		return -1;
+	case O_CAPACITY:
+		if (parse_u64_list(optarg, 1, 100, o->caps, MAX_CAPS, &o->ncaps) == 0)
+			return 0;
+		fprintf(stderr, PROG " " CMD ": bad value for --capacity: %s (up to %d"
+				" percentages, each 1 to 100)\n", optarg, MAX_CAPS);
+		return -1;
+	case O_REQUESTS: dst = &o->requests; name = "requests"; hi = 1ULL << 32; break;
+	case O_SEED:     dst = &o->seed; name = "seed"; break;
+	default:
+		if (c < O_PARAM || (size_t)(c - O_PARAM) >= wl_noptions) {
+			hr_usage(stderr);
+			return -1;
+		}
+		/* Checked now, applied to each setting once all are known. */
+		if (wl_option_set(&scratch, (size_t)(c - O_PARAM), optarg, CMD) < 0)
+			return -1;
+		if (o->nover == MAX_OVERRIDES) {
+			fprintf(stderr, PROG " " CMD ": more than %d workload options\n",
+					MAX_OVERRIDES);
+			return -1;
+		}
+		o->over[o->nover++] = (struct override){ (size_t)(c - O_PARAM), optarg };
+		return 0;
+	}
+	if (parse_u64(optarg, 0, dst) < 0 || *dst < lo || *dst > hi) {
+		bad_value(CMD, name, optarg, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
+static int hr_parse(int argc, char **argv, struct hr_opts *o)
+{
+	struct option *longopts = hr_longopts();
+	int c, rc = 0;
+
+	if (!longopts) {
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+		return -1;
+	}
+	while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
+		rc = hr_option(c, o);
+	free(longopts);
+	if (rc == 0 && optind < argc) {
+		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
+		hr_usage(stderr);
+		rc = -1;
+	}
+	return rc;
+}
+
+/* A setting with the workload options applied. */
+static int hr_params(const struct hr_opts *o, const struct wl_setting *w,
+		struct wl_params *p)
+{
+	*p = w->params;
+	for (size_t i = 0; i < o->nover; i++)
+		if (wl_option_set(p, o->over[i].field, o->over[i].value, CMD) < 0)
+			return -1;
+	return wl_params_check(p, CMD);
+}
+
+/* ---- LRU ------------------------------------------------------------------------ */
+
+#define NIL UINT32_MAX
+
+struct lru_node {
+	uint8_t key[BENCH_KEY_LEN];
+	uint32_t prev, next;      /* towards the most, the least recently used */
+};
+
+/*
+ * An open-addressing table (linear probing) of node indexes + 1 over a
+ * list from the most (head) to the least (tail) recently used node.
+ */
+struct lru {
+	uint32_t *table;
+	size_t mask;
+	struct lru_node *node;
+	size_t cap, n;
+	uint32_t head, tail;
+};
+
+static int lru_init(struct lru *l, size_t cap)
+{
+	size_t slots = 16;
+
+	while (slots < 2 * cap)
+		slots *= 2;
+	l->table = calloc(slots, sizeof(*l->table));
+	l->node = malloc(cap * sizeof(*l->node));
+	l->mask = slots - 1;
+	l->cap = cap;
+	l->n = 0;
+	l->head = l->tail = NIL;
+	if (l->table && l->node)
+		return 0;
+	free(l->table);
+	free(l->node);
+	return -1;
+}
+
+static void lru_fini(struct lru *l)
+{
+	free(l->table);
+	free(l->node);
+}
+
+/* The keys are hashes already: their first bytes place them. */
+static size_t lru_home(const struct lru *l, const uint8_t *key)
+{
+	return (size_t)load64le(key) & l->mask;
+}
+
+/* The slot holding the key, or the empty slot where it would go. */
+static size_t lru_slot(const struct lru *l, const uint8_t *key)
+{
+	size_t i = lru_home(l, key);
+
+	while (l->table[i] && memcmp(l->node[l->table[i] - 1].key, key, BENCH_KEY_LEN))
+		i = (i + 1) & l->mask;
+	return i;
+}
+
+/* Empty slot i, moving back the entries of its probe run that may go there. */
+static void lru_table_del(struct lru *l, size_t i)
+{
+	size_t j = i;
+
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & l->mask;
+		if (!l->table[j])
+			break;
+		k = lru_home(l, l->node[l->table[j] - 1].key);
+		/* an entry whose home is cyclically in (i, j] stays */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		l->table[i] = l->table[j];
+		i = j;
+	}
+	l->table[i] = 0;
+}
+
+static void lru_unlink(struct lru *l, uint32_t x)
+{
+	struct lru_node *e = &l->node[x];
+
+	if (e->prev != NIL)
+		l->node[e->prev].next = e->next;
+	else
+		l->head = e->next;
+	if (e->next != NIL)
+		l->node[e->next].prev = e->prev;
+	else
+		l->tail = e->prev;
+}
+
+static void lru_push(struct lru *l, uint32_t x)
+{
+	l->node[x].prev = NIL;
+	l->node[x].next = l->head;
+	if (l->head != NIL)
+		l->node[l->head].prev = x;
+	l->head = x;
+	if (l->tail == NIL)
+		l->tail = x;
+}
+
+/* Make the key the most recently used if present (1), else insert it (0). */
+static int lru_put(struct lru *l, const uint8_t *key, int insert)
+{
+	size_t slot = lru_slot(l, key);
+	uint32_t x;
+
+	if (l->table[slot]) {
+		x = l->table[slot] - 1;
+		lru_unlink(l, x);
+		lru_push(l, x);
+		return 1;
+	}
+	if (!insert)
+		return 0;
+	if (l->n == l->cap) {
+		x = l->tail;
+		lru_unlink(l, x);
+		lru_table_del(l, lru_slot(l, l->node[x].key));
+		slot = lru_slot(l, key);
+	} else {
+		x = (uint32_t)l->n++;
+	}
+	memcpy(l->node[x].key, key, BENCH_KEY_LEN);
+	l->table[slot] = x + 1;
+	lru_push(l, x);
+	return 0;
+}
+
+/* Replay the stream against an LRU of cap blocks: its hits, or -1. */
+static int64_t lru_replay(const struct wl_stream *s, size_t cap)
+{
+	struct lru l;
+	int64_t hits = 0;
+
+	if (lru_init(&l, cap) < 0)
+		return -1;
+	for (size_t r = 0; r < s->nreq; r++) {
+		const struct wl_request *q = &s->req[r];
+		size_t i = 0;
+
+		while (i < q->nblocks && lru_put(&l, q->keys + i * BENCH_KEY_LEN, 0))
+			i++;
+		hits += (int64_t)i;
+		for (; i < q->nblocks; i++)
+			lru_put(&l, q->keys + i * BENCH_KEY_LEN, 1);
+	}
+	lru_fini(&l);
+	return hits;
+}
+
+/* ---- marukv ------------------------------------------------------------------------ */
+
+struct mkv_result {
+	uint64_t hits, evictions, nospc, bad_views;
+	uint64_t ns;              /* the replay, without creating the pool */
+};
+
+/* Per-request buffers, and what the replay counts. */
+struct replay {
+	struct mkv_pool *pool;
+	struct mkv_key *keys;
+	struct mkv_view *views;
+	struct mkv_buf *bufs;
+	size_t piece;             /* most blocks published at once */
+	const char *label;        /* workload and capacity, for messages */
+	struct mkv_result *res;
+};
+
+static int replay_fail(const struct replay *rp, size_t r, const char *what, int rc)
+{
+	fprintf(stderr, PROG " " CMD ": %s: request %zu: %s: %s\n", rp->label, r, what,
+			mkv_why(rc));
+	return EXIT_ERR;
+}
+
+/*
+ * Publish keys[at..at+n) as a chain under keys[at-1]: 0; 1 if the pool
+ * had no page for them (counted; the first is reported); EXIT_ERR on
+ * failure (reported).
+ */
+static int replay_publish(struct replay *rp, size_t r, size_t at, size_t n)
+{
+	const void *parent = at ? rp->keys[at - 1].data : NULL;
+	int rc = 0, status;
+	size_t got;
+
+	for (got = 0; got < n; got++) {
+		rc = mkv_alloc(rp->pool, PAGE, &rp->bufs[got]);
+		if (rc < 0)
+			break;
+		pattern_fill(rp->bufs[got].data, PAGE, rp->keys[at + got].data);
+	}
+	if (rc == 0)
+		rc = mkv_publish_chain(rp->pool, parent, parent ? BENCH_KEY_LEN : 0,
+				rp->keys + at, rp->bufs, n);
+	if (rc == 0)
+		return 0;
+	if (rc != MKV_E_NOSPC || got == n) {
+		status = replay_fail(rp, r, got < n ? "mkv_alloc" : "mkv_publish_chain", rc);
+	} else {
+		status = 1;
+		if (rp->res->nospc++ == 0)
+			fprintf(stderr, PROG " " CMD ": %s: request %zu: block %zu of %zu:"
+					" mkv_alloc: %s\n", rp->label, r, at + got,
+					at + n, mkv_why(rc));
+	}
+	/* What was not published stays ours: give it back. */
+	for (size_t i = 0; i < got; i++)
+		if (rp->bufs[i].data)
+			mkv_abort(rp->pool, &rp->bufs[i]);
+	return status;
+}
+
+static int replay_request(struct replay *rp, const struct wl_stream *s, size_t r)
+{
+	const struct wl_request *q = &s->req[r];
+	size_t found = 0;
+	int rc;
+
+	for (size_t i = 0; i < q->nblocks; i++)
+		rp->keys[i] = (struct mkv_key){ q->keys + i * BENCH_KEY_LEN, BENCH_KEY_LEN };
+	rc = mkv_get_batch(rp->pool, rp->keys, q->nblocks, MKV_BATCH_PREFIX, rp->views, &found);
+	if (rc < 0)
+		return replay_fail(rp, r, "mkv_get_batch", rc);
+	rp->res->hits += found;
+	for (size_t i = 0; i < found; i++) {
+		/* A cheap check that the view is the block's: its first word. */
+		if (rp->views[i].len != PAGE || pattern_check(rp->views[i].data, 8,
+				rp->keys[i].data) != 8)
+			rp->res->bad_views++;
+		mkv_release(rp->pool, &rp->views[i]);
+	}
+	for (size_t at = found; at < q->nblocks; at += rp->piece) {
+		size_t n = q->nblocks - at < rp->piece ? q->nblocks - at : rp->piece;
+
+		rc = replay_publish(rp, r, at, n);
+		if (rc)
+			return rc == 1 ? 0 : rc;
+	}
+	return 0;
+}
+
+static int replay_pool(struct replay *rp, const struct wl_stream *s, const char *path,
+		uint64_t cap)
+{
+	struct mkv_stat st;
+	uint64_t t0;
+	/* Twice the default's room per page in the registry, for eviction's churn. */
+	struct pool_spec spec = { .pages = cap, .registry_size = (16ULL << 20) + cap * 2048,
+		.wm_low = WM_LOW, .wm_high = WM_HIGH };
+	int rc, status = pool_make(path, &spec, CMD, &rp->pool) < 0 ? EXIT_ERR : EXIT_OK;
+
+	t0 = now_ns();
+	for (size_t r = 0; r < s->nreq && status == EXIT_OK; r++)
+		status = replay_request(rp, s, r);
+	rp->res->ns = now_ns() - t0;
+	if (status == EXIT_OK) {
+		rc = mkv_pool_stat(rp->pool, &st);
+		if (rc < 0) {
+			fprintf(stderr, PROG " " CMD ": %s: %s\n", path, mkv_why(rc));
+			status = EXIT_ERR;
+		} else {
+			rp->res->evictions = st.evictions;
+		}
+	}
+	mkv_pool_close(&rp->pool);
+	return status;
+}
+
+/* Replay the stream against a fresh pool of cap pages, in a scratch directory. */
+static int mkv_replay(const struct hr_opts *o, const struct wl_stream *s, uint64_t cap,
+		const char *label, struct mkv_result *res)
+{
+	/* Pieces of a quarter of the pool at most: one piece's buffers always fit. */
+	struct replay rp = { .piece = cap / 4 ? cap / 4 : 1, .label = label, .res = res };
+	char *dir = scratch_dir(o->dir, CMD), *path = dir ? path_join(dir, "pool") : NULL;
+	int status = EXIT_ERR;
+
+	rp.keys = calloc(s->max_blocks, sizeof(*rp.keys));
+	rp.views = calloc(s->max_blocks, sizeof(*rp.views));
+	rp.bufs = calloc(s->max_blocks, sizeof(*rp.bufs));
+	if (dir && (!path || !rp.keys || !rp.views || !rp.bufs))
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+	else if (dir)
+		status = replay_pool(&rp, s, path, cap);
+	if (dir && scratch_remove(dir, CMD) < 0 && status == EXIT_OK)
+		status = EXIT_ERR;
+	free(rp.keys);
+	free(rp.views);
+	free(rp.bufs);
+	free(path);
+	free(dir);
+	return status;
+}
+
+/* ---- results ------------------------------------------------------------------------ */
+
+struct wl_result {
+	const char *name;
+	struct wl_params params;
+	size_t requests, max_chain;
+	uint64_t blocks, unique;
+};
+
+struct row {
+	const struct wl_result *w;
+	uint64_t percent, cap;
+	uint64_t lru_hits;
+	struct mkv_result mkv;
+};
+
+static double rate(uint64_t hits, uint64_t blocks)
+{
+	return blocks ? (double)hits / (double)blocks : 0;
+}
+
+static double ratio(const struct row *r)
+{
+	return r->lru_hits ? (double)r->mkv.hits / (double)r->lru_hits : 0;
+}
+
+static void print_text(const struct hr_opts *o, const struct wl_result *w, size_t nw,
+		const struct row *rows, size_t n)
+{
+	printf("hitrate: seed %" PRIu64 ", %u-byte pages, one block per page, %s\n",
+			o->seed, PAGE, o->dir);
+	for (size_t i = 0; i < nw; i++)
+		printf("%s: %zu requests, %" PRIu64 " blocks requested, %" PRIu64
+				" unique; average chain %.1f blocks (longest %zu);"
+				" hit rate with room for all: %.3f\n", w[i].name, w[i].requests,
+				w[i].blocks, w[i].unique, w[i].requests ?
+				(double)w[i].blocks / (double)w[i].requests : 0, w[i].max_chain,
+				rate(w[i].blocks - w[i].unique, w[i].blocks));
+	printf("%-8s %10s %15s %8s %16s %12s %15s %10s %5s\n", "workload", "capacity %",
+			"capacity blocks", "requests", "blocks requested", "LRU hit rate",
+			"marukv hit rate", "marukv/LRU", "nospc");
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+
+		printf("%-8s %10" PRIu64 " %15" PRIu64 " %8zu %16" PRIu64 " %12.3f %15.3f"
+				" %10.2f %5" PRIu64 "\n", r->w->name, r->percent, r->cap,
+				r->w->requests, r->w->blocks, rate(r->lru_hits, r->w->blocks),
+				rate(r->mkv.hits, r->w->blocks), ratio(r), r->mkv.nospc);
+	}
+}
+
+static void print_json(const struct hr_opts *o, const struct wl_result *w, size_t nw,
+		const struct row *rows, size_t n)
+{
+	printf("{\n  \"command\": \"hitrate\",\n  \"dir\": ");
+	json_string(stdout, o->dir);
+	printf(",\n  \"seed\": %" PRIu64 ",\n  \"page_size\": %u,\n  \"workloads\": [",
+			o->seed, PAGE);
+	for (size_t i = 0; i < nw; i++) {
+		printf("%s\n    {\n      \"name\": ", i ? "," : "");
+		json_string(stdout, w[i].name);
+		printf(",\n      \"params\": {\n");
+		wl_params_json(stdout, &w[i].params, 8);
+		printf("\n      },\n      \"requests\": %zu,\n      \"blocks_requested\": %"
+				PRIu64 ",\n      \"unique_blocks\": %" PRIu64
+				",\n      \"avg_chain_blocks\": ", w[i].requests, w[i].blocks,
+				w[i].unique);
+		json_number(stdout, w[i].requests ?
+				(double)w[i].blocks / (double)w[i].requests : 0, 2);
+		printf(",\n      \"max_chain_blocks\": %zu,\n      \"unlimited_hit_rate\": ",
+				w[i].max_chain);
+		json_number(stdout, rate(w[i].blocks - w[i].unique, w[i].blocks), 6);
+		printf("\n    }");
+	}
+	printf("\n  ],\n  \"rows\": [");
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+
+		printf("%s\n    { \"workload\": ", i ? "," : "");
+		json_string(stdout, r->w->name);
+		printf(", \"capacity_percent\": %" PRIu64 ", \"capacity_blocks\": %" PRIu64
+				", \"requests\": %zu, \"blocks_requested\": %" PRIu64
+				", \"lru_hits\": %" PRIu64 ", \"marukv_hits\": %" PRIu64
+				", \"lru_hit_rate\": ", r->percent, r->cap, r->w->requests,
+				r->w->blocks, r->lru_hits, r->mkv.hits);
+		json_number(stdout, rate(r->lru_hits, r->w->blocks), 6);
+		printf(", \"marukv_hit_rate\": ");
+		json_number(stdout, rate(r->mkv.hits, r->w->blocks), 6);
+		printf(", \"ratio\": ");
+		json_number(stdout, ratio(r), 4);
+		printf(", \"evictions\": %" PRIu64 ", \"nospc\": %" PRIu64 ", \"marukv_ns\": %"
+				PRIu64 " }", r->mkv.evictions, r->mkv.nospc, r->mkv.ns);
+	}
+	printf("\n  ]\n}\n");
+}
+
+/* ---- hitrate ------------------------------------------------------------------------ */
+
+/* One workload: its stream, its unique blocks, a row per capacity. */
+static int run_workload(const struct hr_opts *o, const struct wl_setting *set,
+		struct wl_result *w, struct row *rows)
+{
+	struct wl_stream s;
+	int64_t hits;
+	int status = EXIT_OK;
+
+	w->name = set->name;
+	if (hr_params(o, set, &w->params) < 0)
+		return EXIT_ERR;
+	if (wl_generate(&w->params, o->seed, o->requests, &s) < 0) {
+		fprintf(stderr, PROG " " CMD ": %s: out of memory\n", set->name);
+		return EXIT_ERR;
+	}
+	w->requests = s.nreq;
+	w->blocks = s.blocks;
+	w->max_chain = s.max_blocks;
+	hits = lru_replay(&s, s.keys ? s.keys : 1);
+	w->unique = hits < 0 ? 0 : s.blocks - (uint64_t)hits;
+	for (size_t c = 0; c < o->ncaps && status != EXIT_ERR && hits >= 0; c++) {
+		struct row *r = &rows[c];
+		char label[64];
+
+		r->w = w;
+		r->percent = o->caps[c];
+		r->cap = w->unique * r->percent / 100 ? w->unique * r->percent / 100 : 1;
+		hits = lru_replay(&s, r->cap);
+		if (hits < 0)
+			break;
+		r->lru_hits = (uint64_t)hits;
+		snprintf(label, sizeof(label), "%s %" PRIu64 "%%", set->name, r->percent);
+		if (mkv_replay(o, &s, r->cap, label, &r->mkv) != EXIT_OK) {
+			status = EXIT_ERR;
+		} else if (r->mkv.bad_views) {
+			fprintf(stderr, PROG " " CMD ": %s: %" PRIu64 " views did not hold"
+					" their block\n", label, r->mkv.bad_views);
+			status = EXIT_VERIFY;
+		}
+	}
+	if (hits < 0) {
+		fprintf(stderr, PROG " " CMD ": %s: out of memory\n", set->name);
+		status = EXIT_ERR;
+	}
+	wl_stream_free(&s);
+	return status;
+}
+
+int cmd_hitrate(int argc, char **argv)
+{
+	struct hr_opts o = { .caps = { 5, 10, 25 }, .ncaps = 3, .seed = 1, .dir = "/dev/shm" };
+	struct wl_result w[MAX_SETS];
+	struct row *rows;
+	size_t nrows = 0;
+	int rc, status = EXIT_OK;
+
+	parse_workloads("all", &o);
+	rc = hr_parse(argc, argv, &o);
+	if (rc)
+		return rc > 0 ? EXIT_OK : EXIT_ERR;
+	rows = calloc(o.nset * o.ncaps, sizeof(*rows));
+	if (!rows) {
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+		return EXIT_ERR;
+	}
+	for (size_t i = 0; i < o.nset && status != EXIT_ERR; i++) {
+		int st = run_workload(&o, o.set[i], &w[i], rows + nrows);
+
+		if (st != EXIT_OK)
+			status = st;
+		nrows += o.ncaps;
+	}
+	if (status != EXIT_ERR) {
+		if (o.json)
+			print_json(&o, w, o.nset, rows, nrows);
+		else
+			print_text(&o, w, o.nset, rows, nrows);
+	}
+	free(rows);
+	return status;
+}
