@@ -33,12 +33,6 @@ readers_for(const struct mkv_super *sb)
 static int
 env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **file)
 {
-	/*
-	 * Writers write pages in place in the map: a commit is one msync
-	 * instead of a pwrite per page, a writev and an fdatasync (a publish
-	 * took 11 us, now 6).  The file is preallocated to the map size.
-	 */
-	unsigned writemap = flags & MDB_RDONLY ? 0 : MDB_WRITEMAP;
 	int rc;
 
 	if (asprintf(file, "%s/%s", p->path, MKV_FILE_REGISTRY) < 0) {
@@ -52,7 +46,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	    (rc = mdb_env_set_maxreaders(p->reg.env, readers_for(sb))))
 		return mkv_err_mdb(rc, "registry: configure");
 	rc = mdb_env_open(p->reg.env, *file,
-			MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | writemap | flags, 0666);
+			MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags, 0666);
 	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is not a valid LMDB environment: %s",
 				p->path, mdb_strerror(rc));
