@@ -39,8 +39,6 @@ struct mkv_mapping {
 	void *addr;
 	size_t size;
 	void (*persist)(const void *, size_t);
-	void (*flush)(const void *, size_t);
-	void (*drain)(void);
 	bool page_granular;     /* persisted by msync (page cache, tmpfs) */
 };
 int mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);

@@ -45,8 +45,6 @@ mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char
 	m->addr = pmem2_map_get_address(m->map);
 	m->size = pmem2_map_get_size(m->map);
 	m->persist = pmem2_get_persist_fn(m->map);
-	m->flush = pmem2_get_flush_fn(m->map);
-	m->drain = pmem2_get_drain_fn(m->map);
 	m->page_granular = pmem2_map_get_store_granularity(m->map) == PMEM2_GRANULARITY_PAGE;
 out:
 	pmem2_source_delete(&src);
