@@ -115,12 +115,11 @@ kids_add(struct mkv_pool *p, MDB_txn *txn, uint64_t parent, int delta)
 	return rc && rc != MDB_NOTFOUND ? mkv_err_mdb(rc, "chain") : 0;
 }
 
-/* No published block names this key as its parent: the end of its chains. */
+/* No published block names the key of this hash as its parent: the end of its chains. */
 static bool
-is_tail(struct mkv_pool *p, MDB_txn *txn, const MDB_val *key)
+is_tail(struct mkv_pool *p, MDB_txn *txn, uint64_t hash)
 {
-	uint64_t h = mkv_key_hash(key->mv_data, key->mv_size);
-	MDB_val k = { sizeof(h), &h }, d;
+	MDB_val k = { sizeof(hash), &hash }, d;
 
 	return mdb_get(txn, p->reg.kids, &k, &d) != 0;
 }
@@ -394,7 +393,7 @@ evictable(struct mkv_pool *p, MDB_txn *txn, uint64_t pg, unsigned min_age,
 {
 	return page_key(p, txn, pg, key, k) &&
 		mkv_hint_age(p->state->tick, __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED)) >=
-		min_age && is_tail(p, txn, k);
+		min_age && is_tail(p, txn, mkv_key_hash(k->mv_data, k->mv_size));
 }
 
 /*
@@ -497,10 +496,12 @@ evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint6
 
 			/* 0: not a value's first page; the registry is asked only about old ones */
 			if (h && mkv_hint_age(tick, h) >= min_age && page_key(p, txn, pg, key, &k)) {
-				if (is_tail(p, txn, &k))
+				uint64_t hash = mkv_key_hash(k.mv_data, k.mv_size);
+
+				if (is_tail(p, txn, hash))
 					rc = evict_chain(p, txn, k, min_age, b, &w, &step);
 				else
-					head_add(&w, mkv_key_hash(k.mv_data, k.mv_size), pg);
+					head_add(&w, hash, pg);
 			}
 			step = step ? step : 1;
 			scanned += step;
@@ -1056,6 +1057,34 @@ mkv_service_main(void *arg)
 }
 
 /*
+ * Requests from this handle, stamped with its slot, committed at once if
+ * it holds the lease (taking it first if nobody else has it): true then,
+ * each with its result.  False if they must go through the ring (a
+ * holder that finds itself fenced drops the lease first).
+ */
+static bool
+commit_here(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+{
+	bool done = false;
+
+	for (unsigned i = 0; i < n; i++) {
+		reqs[i].slot = p->slot;
+		reqs[i].inc = p->incarnation;
+	}
+	pthread_mutex_lock(&p->h.lock);
+	/* A dead holder is replaced by whoever waits on it (ring.c). */
+	if (!p->h.holding && mkv_lease_free(p))
+		mkv_lease_try_acquire(p);
+	if (p->h.holding) {
+		done = mkv_commit(p, reqs, n) != MKV_E_FENCED;
+		if (!done)
+			mkv_lease_drop(p);
+	}
+	pthread_mutex_unlock(&p->h.lock);
+	return done;
+}
+
+/*
  * One request through the write path: committed here if this handle holds
  * the lease (taking it first if nobody else has it), else handed to the
  * holder through our request ring, waiting at most timeout_ns for the
@@ -1068,21 +1097,8 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
 	uint32_t seq;
 	int rc;
 
-	r->slot = p->slot;
-	r->inc = p->incarnation;
-	pthread_mutex_lock(&p->h.lock);
-	/* A dead holder is replaced by whoever waits on it (ring.c). */
-	if (!p->h.holding && mkv_lease_free(p))
-		mkv_lease_try_acquire(p);
-	if (p->h.holding) {
-		rc = mkv_commit(p, r, 1);
-		if (rc != MKV_E_FENCED) {
-			pthread_mutex_unlock(&p->h.lock);
-			return r->result;
-		}
-		mkv_lease_drop(p);
-	}
-	pthread_mutex_unlock(&p->h.lock);
+	if (commit_here(p, r, 1))
+		return r->result;
 	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq)) ||
 	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns)))
 		return rc;
@@ -1103,21 +1119,8 @@ mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	unsigned i, nsent = 0;
 	int rc = 0;
 
-	for (i = 0; i < n; i++) {
-		reqs[i].slot = p->slot;
-		reqs[i].inc = p->incarnation;
-	}
-	pthread_mutex_lock(&p->h.lock);
-	if (!p->h.holding && mkv_lease_free(p))
-		mkv_lease_try_acquire(p);
-	if (p->h.holding) {
-		if (mkv_commit(p, reqs, n) != MKV_E_FENCED) {
-			pthread_mutex_unlock(&p->h.lock);
-			return 0;
-		}
-		mkv_lease_drop(p);
-	}
-	pthread_mutex_unlock(&p->h.lock);
+	if (commit_here(p, reqs, n))
+		return 0;
 	if (!(sent = malloc(n * sizeof(*sent))))
 		return mkv_err(MKV_E_NOMEM, "write: out of memory");
 	for (; nsent < n; nsent++)

@@ -295,29 +295,23 @@ mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 	int rc, first = 0;
 
 	mkv_err_clear();
-	if ((rc = check_writable(pool, "mkv_publish_chain")) ||
-	    (rc = check_keys(keys, n, "mkv_publish_chain")))
+	if ((rc = check_writable(pool, "mkv_publish_chain")))
 		return rc;
 	if (parent && (rc = mkv_check_key(parent, plen)))
 		return mkv_err(rc, "mkv_publish_chain: parent: %s", mkv_errormsg());
 	if (!parent && plen)
 		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: parent is NULL");
-	if (!bufs && n)
-		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: bufs is NULL");
+	if ((!keys || !bufs) && n)
+		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: keys or bufs is NULL");
 	if (n > UINT_MAX)
 		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: %zu blocks", n);
-	for (size_t i = 0; i < n; i++) {
-		struct mkv_extent ext;
-
-		if ((rc = buf_extent(pool, &bufs[i], &ext, "mkv_publish_chain")))
-			return rc;
-	}
 	if (n == 0)
 		return 0;
 	if (!(reqs = calloc(n, sizeof(*reqs))))
 		return mkv_err(MKV_E_NOMEM, "mkv_publish_chain: out of memory");
 	if (parent)
 		link = mkv_key_hash(parent, plen);
+	/* Every key and buffer checked (and its bytes persisted) before anything is sent. */
 	for (size_t i = 0; i < n && !rc; i++) {
 		rc = publish_prepare(pool, keys[i].data, keys[i].len, &bufs[i], &reqs[i],
 				"mkv_publish_chain");

@@ -208,6 +208,8 @@ struct peer_entry {
  * MDB_NOTLS, MDB_NORDAHEAD, plus flags); 0 or an LMDB code.
  */
 int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env);
+/* "PROG CMD: LMDB peer: WHAT: LMDB's message" on stderr; returns -1. */
+int peer_fail(const char *cmd, const char *what, int rc);
 /*
  * Its entries (the main database, as in marukv's registry) and "pages"
  * databases (flags: MDB_CREATE or 0); 0 or an LMDB code.

@@ -291,11 +291,6 @@ static int fill_marukv(struct mkv_pool *pool, const struct lk_opts *o, uint64_t 
 	return rc;
 }
 
-static int lmdb_fail(const char *what, int rc)
-{
-	fprintf(stderr, PROG " " CMD ": LMDB peer: %s: %s\n", what, mdb_strerror(rc));
-	return -1;
-}
 
 /* The peer's entries, committed TXN_PUTS at a time; 0 or -1 (reported). */
 static int fill_entries(MDB_env *env, MDB_dbi entries, const struct lk_opts *o,
@@ -311,19 +306,19 @@ static int fill_entries(MDB_env *env, MDB_dbi entries, const struct lk_opts *o,
 		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
 
 		if (!txn && (rc = mdb_txn_begin(env, NULL, 0, &txn)))
-			return lmdb_fail("mdb_txn_begin", rc);
+			return peer_fail(CMD, "mdb_txn_begin", rc);
 		lk_key(key, o, nkeys, i);
 		pattern_fill(map + e.page * BENCH_PAGE, o->value_size, key);
 		e.txn = mdb_txn_id(txn);
 		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE))) {
 			mdb_txn_abort(txn);
-			return lmdb_fail("mdb_put", rc);
+			return peer_fail(CMD, "mdb_put", rc);
 		}
 		if ((i + 1) % TXN_PUTS == 0 || i + 1 == nkeys) {
 			rc = mdb_txn_commit(txn);
 			txn = NULL;
 			if (rc)
-				return lmdb_fail("mdb_txn_commit", rc);
+				return peer_fail(CMD, "mdb_txn_commit", rc);
 		}
 	}
 	return 0;
@@ -351,7 +346,7 @@ static int fill_lmdb(const struct reader *r)
 	}
 	if ((rc = peer_env(r->env_path, r->mapsize, 0, &env)) ||
 	    (rc = peer_dbis(env, MDB_CREATE, &entries, &pages))) {
-		lmdb_fail("create", rc);
+		peer_fail(CMD, "create", rc);
 		goto out;
 	}
 	status = fill_entries(env, entries, r->o, r->nkeys, r->npages, map);

@@ -464,11 +464,6 @@ out:
 	return status;
 }
 
-static int lmdb_fail(const char *what, int rc)
-{
-	fprintf(stderr, PROG " " CMD ": LMDB peer: %s: %s\n", what, mdb_strerror(rc));
-	return EXIT_ERR;
-}
 
 static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char *dir,
 		double *rate)
@@ -490,7 +485,7 @@ static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char 
 	if ((rc = peer_env(envfile, gm->registry_size, 0, &env)) ||
 	    (rc = peer_dbis(env, MDB_CREATE, &entries, &pages)) ||
 	    (rc = mdb_env_get_fd(env, &fd))) {
-		status = lmdb_fail("create", rc);
+		peer_fail(CMD, "create", rc);
 		goto out;
 	}
 	if ((rc = posix_fallocate(fd, 0, (off_t)gm->registry_size))) {
@@ -513,7 +508,8 @@ static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char 
 	if ((rc = peer_env(envfile, gm->registry_size, MDB_RDONLY, &env)) ||
 	    (rc = peer_dbis(env, 0, &entries, &pages)) ||
 	    (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) {
-		status = lmdb_fail("check", rc);
+		status = EXIT_ERR;
+		peer_fail(CMD, "check", rc);
 		goto out;
 	}
 	rc = mdb_stat(txn, entries, &se);
@@ -523,7 +519,8 @@ static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char 
 	/* the main database also holds the name of "pages" */
 	se.ms_entries--;
 	if (rc) {
-		status = lmdb_fail("check", rc);
+		status = EXIT_ERR;
+		peer_fail(CMD, "check", rc);
 	} else if (se.ms_entries != gm->writers * o->keys || sp.ms_entries != se.ms_entries) {
 		fprintf(stderr, PROG " " CMD ": lmdb: %zu entries and %zu pages after %" PRIu64
 				" commits\n", se.ms_entries, sp.ms_entries, gm->writers * o->keys);

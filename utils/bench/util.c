@@ -595,6 +595,12 @@ int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
 
 _Static_assert(sizeof(struct peer_entry) == 56, "a marukv registry entry");
 
+int peer_fail(const char *cmd, const char *what, int rc)
+{
+	fprintf(stderr, PROG " %s: LMDB peer: %s: %s\n", cmd, what, mdb_strerror(rc));
+	return -1;
+}
+
 int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env)
 {
 	int rc = mdb_env_create(env);
