@@ -368,6 +368,38 @@ START_TEST(test_evicts_least_recently_read_first)
 }
 END_TEST
 
+/*
+ * Free pages scattered one by one still serve one-page values: a grant
+ * falls back from its batch to what the value needs instead of evicting.
+ */
+START_TEST(test_scattered_free_pages_need_no_eviction)
+{
+	enum { FILL = 960, MORE = 200 };
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+	char key[64];
+	size_t klen;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	for (unsigned i = 0; i < FILL; i++) {
+		klen = tu_key(key, "fill-", i);
+		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
+	}
+	for (unsigned i = 0; i < FILL; i += 2) {
+		klen = tu_key(key, "fill-", i);
+		TU_OK(mkv_del(pool, key, klen));
+	}
+	for (unsigned i = 0; i < MORE; i++) {
+		klen = tu_key(key, "more-", i);
+		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
+	}
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.evictions, 0);
+	ck_assert_uint_eq(st.entries, FILL / 2 + MORE);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 START_TEST(test_watermarks_are_checked_and_changeable)
 {
 	struct mkv_opts *opts;
@@ -415,6 +447,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_chain_from_another_process);
 #endif
 	tcase_add_test(tc, test_evicts_least_recently_read_first);
+	tcase_add_test(tc, test_scattered_free_pages_need_no_eviction);
 	suite_add_tcase(s, tc);
 	return s;
 }
