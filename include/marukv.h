@@ -19,7 +19,17 @@
  *    destructors accept NULL and set the caller's pointer to NULL.
  *  - Keys are 1 to MKV_KEY_MAX bytes of any content.
  *  - A pool handle may be used by several threads at once.  It must not be
- *    used in a child after fork(); the child opens the pool itself.
+ *    used in a child after fork(); the child opens the pool itself.  In a
+ *    child, every call on an inherited handle fails with MKV_E_INVAL, and
+ *    mkv_pool_close() frees only the child's own memory: the parent's
+ *    client slot, views and lease are untouched.
+ *  - A handle whose client was judged dead while it was still running
+ *    (paused longer than the pool's client timeout, see
+ *    mkv_opts_set_client_timeout()) has lost its client slot: every later
+ *    call on it fails with MKV_E_EXPIRED, and its views may have changed.
+ *    Close it and open the pool again.
+ *  - Waits are bounded.  A call that needs the lease holder and gets no
+ *    answer within 30 lease periods fails with MKV_E_TIMEDOUT.
  *  - The library never writes to stdout or stderr.
  */
 #ifndef MARUKV_H
@@ -28,6 +38,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +68,10 @@ extern "C" {
 #define MKV_E_NOENT    (-ENOENT)  /**< no pool at that path (and MKV_CREATE not given) */
 #define MKV_E_USERS    (-EUSERS)  /**< every client slot of the pool is taken */
 #define MKV_E_IO       (-EIO)     /**< I/O error from the backing files */
+#define MKV_E_TIMEDOUT (-ETIMEDOUT) /**< no lease holder answered in time (30 lease periods) */
+#define MKV_E_PERM     (-EPERM)   /**< the pool's directory or files are unsafe to use
+                                       (owned by another user, writable by others, a
+                                       symbolic link): see marukv(7), SECURITY */
 #define MKV_E_BASE     (-10000)   /**< start of marukv's own band */
 #define MKV_E_NOTFOUND (-10001)   /**< no such key */
 #define MKV_E_RDONLY   (-10002)   /**< write call on a pool opened MKV_RDONLY */
@@ -64,7 +79,9 @@ extern "C" {
 #define MKV_E_CORRUPT  (-10004)   /**< pool is damaged or truncated */
 #define MKV_E_VERSION  (-10005)   /**< pool has a format version this library does not know */
 #define MKV_E_INTERNAL (-10006)   /**< unexpected failure inside a dependency; see mkv_errormsg() */
-#define MKV_E_LAST     (-10006)
+#define MKV_E_EXPIRED  (-10007)   /**< this handle's client slot was taken away (it was judged
+                                       dead): its views may have changed; reopen the pool */
+#define MKV_E_LAST     (-10007)
 /** @} */
 
 /** Opaque handle of an open pool. */
@@ -80,8 +97,11 @@ struct mkv_key {
 
 /**
  * A writable buffer in the pool's data arena, from mkv_alloc().
- * The caller writes up to @c len bytes at @c data; the other fields are
- * the library's.
+ * The caller writes up to @c len bytes at @c data.  It may lower @c len
+ * (not below 1) before publishing fewer bytes; it must not raise it.  The
+ * other fields are the library's: the library checks every buffer against
+ * its own record of what it handed out, and refuses a copy of a buffer
+ * that was published or aborted, or one whose fields were changed.
  */
 struct mkv_buf {
 	void *data;
@@ -92,7 +112,9 @@ struct mkv_buf {
 /**
  * A zero-copy, read-only view of a published value, from mkv_get().
  * The bytes at @c data stay valid and unchanged until mkv_release(), even if
- * the key is deleted meanwhile.  The other fields are the library's.
+ * the key is deleted meanwhile, as long as the handle's client is alive
+ * (see MKV_E_EXPIRED).  The other fields are the library's; a view is
+ * released once, and a copy of a released view is refused.
  */
 struct mkv_view {
 	const void *data;
@@ -133,6 +155,10 @@ struct mkv_stat {
 	uint64_t dax_align;       /**< devdax: its alignment in bytes, else 0 */
 	uint32_t low_watermark;   /**< percent; 0: no automatic eviction */
 	uint32_t high_watermark;  /**< percent */
+	uint32_t max_nodes;       /**< entries of the node table */
+	uint32_t nodes;           /**< entries in use */
+	uint32_t mode;            /**< permission bits of the pool's files: 0600, or 0660 with a group */
+	uint32_t gid;             /**< the pool's group when mode is 0660, else 0 */
 	uint64_t reserved_[3];
 };
 
@@ -244,13 +270,35 @@ MKV_EXPORT int mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms);
  */
 MKV_EXPORT int mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct,
 		unsigned high_pct);
+/** Default number of node table entries. */
+#define MKV_DEFAULT_MAX_NODES 32U
+/** Upper bound for max_nodes. */
+#define MKV_MAX_NODES_LIMIT 1024U
+/**
+ * Entries of the node table, 1 to MKV_MAX_NODES_LIMIT (creation
+ * parameter): how many nodes (hosts, or containers with node names of
+ * their own) can have the pool open at once.  The entry of a node none of
+ * whose clients is alive is reclaimed.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_max_nodes(struct mkv_opts *opts, uint32_t n);
+/**
+ * Share the pool with the members of group @p gid (creation parameter):
+ * its directory is created mode 02770 and its files 0660, all of that
+ * group.  Without it (the default) the directory is 0700 and the files
+ * 0600: only their owner (and root) can open the pool.  The umask does
+ * not apply.  The creating process must be a member of the group (or
+ * root), else creation fails with MKV_E_PERM.  Errors: MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_group(struct mkv_opts *opts, gid_t gid);
 /** Default client timeout: 10000 ms. */
 #define MKV_DEFAULT_CLIENT_TIMEOUT_MS 10000U
 /**
  * Client timeout, 100 ms to 1 h (creation parameter): a client on another
- * node whose heartbeat stood still this long is dead, and what it held is
- * reclaimed.  (Clients on the same node are judged by their process.)
- * Errors: MKV_E_INVAL.
+ * host (another kernel) whose heartbeat stood still this long is dead, and
+ * what it held is reclaimed; if it was only paused, its handle fails with
+ * MKV_E_EXPIRED from then on.  (Clients on the same host, in any PID
+ * namespace, are judged exactly, by a lock the kernel drops when they
+ * die.)  Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms);
 /**
@@ -275,7 +323,8 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
 /**
  * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it
  * does not exist yet.
- * @param path  pool directory; NULL means $MARUKV_POOL, else /dev/shm/marukv.
+ * @param path  pool directory; NULL means $MARUKV_POOL (unless empty),
+ *              else /dev/shm/marukv.  An empty string is MKV_E_INVAL.
  * @param flags MKV_CREATE, MKV_RDONLY (not both).
  * @param opts  creation parameters, or NULL for the defaults; not retained.
  * @param out   the handle on success, NULL on failure.
@@ -284,20 +333,32 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
  * fails here with MKV_E_NOSPC rather than later.
  * A writable handle takes the single-writer lease if nobody holds it, and
  * then runs a holder thread until close.
- * Errors: MKV_E_INVAL (flags; a node name from $MARUKV_NODE or the host
- * name that is not valid, host names being cut to MKV_NODE_NAME_MAX),
- * MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL (something else is
- * there), MKV_E_CORRUPT (damaged or truncated pool), MKV_E_VERSION
- * (unknown format version), MKV_E_NOSPC (no room to create), MKV_E_USERS
- * (no free client slot, or the node table of 32 nodes is full),
- * MKV_E_NOMEM, -EACCES and other -errno from the filesystem.
+ * The pool's directory must be a directory (not a symbolic link) owned
+ * by the caller or root and not writable by others; its files must be
+ * regular files (or, for data, a device-DAX node), not links: see
+ * marukv(7), SECURITY.
+ * A read-only handle needs read access to data and registry.mdb, and
+ * read-write access to super and registry.mdb-lock (for its client slot
+ * and its read pins).
+ * Errors: MKV_E_INVAL (flags, an empty path; a node name from $MARUKV_NODE
+ * or the host name that is not valid, host names being cut to
+ * MKV_NODE_NAME_MAX), MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL
+ * (something else is there), MKV_E_CORRUPT (damaged or truncated pool),
+ * MKV_E_VERSION (unknown format version), MKV_E_NOSPC (no room to
+ * create), MKV_E_USERS (no free client slot, or the node table is full of
+ * live nodes), MKV_E_PERM (an unsafe directory or file, or a group the
+ * caller cannot give files to), MKV_E_TIMEDOUT (another process held the
+ * pool directory's lock for a minute), MKV_E_NOMEM, -EACCES (a file the
+ * caller may not open as needed; the message names it) and other -errno
+ * from the filesystem.
  */
 MKV_EXPORT int mkv_pool_open(const char *path, unsigned flags,
 		const struct mkv_opts *opts, struct mkv_pool **out);
 /**
  * Close a pool handle: returns unpublished grants, gives up the client
  * slot.  Views and buffers of this handle become invalid.  Accepts NULL
- * and NULLs *pool.
+ * and NULLs *pool.  Never waits longer than a few lease periods.  In a
+ * child after fork(), frees only the child's memory.
  */
 MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
 /**
@@ -424,18 +485,21 @@ MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
  * at once and the call waits for it.
  * Errors: MKV_E_INVAL (len 0), MKV_E_NOSPC (no run of free pages that
  * long even after eviction: what is left is pinned by views, or granted),
- * MKV_E_RDONLY.
+ * MKV_E_RDONLY, MKV_E_EXPIRED, MKV_E_TIMEDOUT.
  */
 MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf);
 /**
  * Make the buffer's contents durable and visible under @p key.  The bytes
  * are persisted before the key is registered, so any process that finds
  * the key sees every byte.  Returns once the registration is committed.
- * On success and on MKV_E_EXISTS the buffer is consumed (zeroed); on any
- * other error it stays the caller's, to retry or mkv_abort().
- * Errors: MKV_E_INVAL (key length, buffer not from this pool),
+ * On success, on MKV_E_EXISTS and on MKV_E_TIMEDOUT the buffer is
+ * consumed (zeroed); on any other error it stays the caller's, to retry or
+ * mkv_abort().
+ * Errors: MKV_E_INVAL (key length; a buffer not from mkv_alloc() on this
+ * handle, published or aborted already, or with a length raised),
  * MKV_E_EXISTS (the key is published already), MKV_E_NOSPC (registry
- * full), MKV_E_RDONLY.
+ * full), MKV_E_RDONLY, MKV_E_EXPIRED, MKV_E_TIMEDOUT (no answer from the
+ * lease holder: the publish may still take effect later).
  */
 MKV_EXPORT int mkv_publish(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_buf *buf);
@@ -457,7 +521,8 @@ MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t 
 		struct mkv_buf *buf, struct mkv_ticket *ticket);
 /**
  * Wait for an asynchronous publish and return its result: 0, or the
- * errors of mkv_publish() (MKV_E_EXISTS...); the ticket is consumed.  The
+ * errors of mkv_publish() (MKV_E_EXISTS...); the ticket is consumed,
+ * except on MKV_E_TIMEDOUT, after which it may be waited for again.  The
  * pages of a publish that failed stay granted to the handle, for its next
  * mkv_alloc().
  * Errors also: MKV_E_INVAL (not a pending ticket of this handle).
@@ -475,12 +540,16 @@ MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
  * back.  Every buffer that was published or given back is zeroed; on error
  * the others stay the caller's, to retry or mkv_abort().
  * Errors: MKV_E_INVAL (NULL argument, bad key or parent, a buffer not from
- * this pool), MKV_E_NOSPC (registry full), MKV_E_RDONLY; the first error
- * is returned.
+ * this pool), MKV_E_NOSPC (registry full), MKV_E_RDONLY, MKV_E_EXPIRED,
+ * MKV_E_TIMEDOUT; the first error is returned.
  */
 MKV_EXPORT int mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 		const struct mkv_key *keys, struct mkv_buf *bufs, size_t n);
-/** Give an unpublished buffer back; consumes it. Errors: MKV_E_INVAL. */
+/**
+ * Give an unpublished buffer back; consumes it.  Errors: MKV_E_INVAL (not
+ * a live buffer of this handle: see struct mkv_buf), MKV_E_RDONLY,
+ * MKV_E_EXPIRED.
+ */
 MKV_EXPORT int mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf);
 /**
  * Copying write: mkv_alloc(), memcpy, mkv_publish() in one call.
@@ -490,7 +559,8 @@ MKV_EXPORT int mkv_put(struct mkv_pool *pool, const void *key, size_t klen,
 		const void *val, size_t len);
 /**
  * Delete a key.  Its pages are reused only after every view of it is
- * released.  Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_RDONLY.
+ * released.  Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_RDONLY,
+ * MKV_E_EXPIRED, MKV_E_TIMEDOUT.
  */
 MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
 /** @} */
@@ -500,18 +570,30 @@ MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
 /**
  * Zero-copy view of the value of @p key.  Release it with mkv_release()
  * on the same handle; until then its bytes stay as they were published.
- * Errors: MKV_E_INVAL, MKV_E_NOTFOUND.
+ * Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_EXPIRED, MKV_E_CORRUPT (the
+ * registry entry is damaged; with MKV_VERIFY, the bytes do not match their
+ * checksum), MKV_E_VERSION (an entry of an unknown version), MKV_E_NOMEM.
  */
 MKV_EXPORT int mkv_get(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_view *view);
-/** Release a view from mkv_get() or mkv_get_batch(); zeroes it. Errors: MKV_E_INVAL. */
+/**
+ * Release a view from mkv_get() or mkv_get_batch(); zeroes it.
+ * Errors: MKV_E_INVAL (not a view of this handle, or released already),
+ * MKV_E_EXPIRED (the view was released, but the handle's client was judged
+ * dead while it was held: its bytes may have changed since mkv_get(), and
+ * whatever was read from it must be thrown away).
+ */
 MKV_EXPORT int mkv_release(struct mkv_pool *pool, struct mkv_view *view);
-/** 1 if @p key is published, 0 if not, negative on error (MKV_E_INVAL). */
+/**
+ * 1 if @p key is published, 0 if not, negative on error (MKV_E_INVAL,
+ * MKV_E_EXPIRED, MKV_E_CORRUPT).
+ */
 MKV_EXPORT int mkv_exists(struct mkv_pool *pool, const void *key, size_t klen);
 /**
  * How many leading keys of @p keys are published, looked up in one
  * registry snapshot: *hits = i such that keys[0..i-1] exist and keys[i]
- * does not (or n).  Errors: MKV_E_INVAL (a NULL argument, a bad key).
+ * does not (or n).  Errors: MKV_E_INVAL (a NULL argument, a bad key),
+ * MKV_E_EXPIRED, MKV_E_CORRUPT.
  */
 MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, size_t *hits);
@@ -523,8 +605,8 @@ MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
  * of keys[i], or all zero (data NULL) where the key is missing; with
  * MKV_BATCH_PREFIX every view after the first missing key is zero.
  * *found is the number of views returned; release each non-empty one.
- * Errors: MKV_E_INVAL (NULL argument, bad key, unknown flag); on error no
- * view is held.
+ * Errors: MKV_E_INVAL (NULL argument, bad key, unknown flag), and those
+ * of mkv_get(); on error no view is held.
  */
 MKV_EXPORT int mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, unsigned flags, struct mkv_view *views, size_t *found);

@@ -114,9 +114,15 @@ mkv_strerror(int code)
 	case MKV_E_NOENT:
 		return "no pool at that path";
 	case MKV_E_USERS:
-		return "every client slot of the pool is taken";
+		return "every client slot or node table entry of the pool is taken";
 	case MKV_E_INVAL:
 		return "invalid argument";
+	case MKV_E_EXPIRED:
+		return "this handle's client was judged dead: its views may have changed";
+	case MKV_E_TIMEDOUT:
+		return "no lease holder answered in time";
+	case MKV_E_PERM:
+		return "pool directory or file is unsafe to use";
 	default:
 		break;
 	}

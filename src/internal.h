@@ -205,6 +205,9 @@ struct mkv_opts {
 	uint32_t lease_period_ms;
 	uint32_t client_timeout_ms;
 	uint32_t wm_low, wm_high;
+	uint32_t max_nodes;
+	bool has_group;
+	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);

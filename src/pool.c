@@ -139,6 +139,7 @@ mkv_opts_new(struct mkv_opts **out)
 	(*out)->client_timeout_ms = MKV_DEFAULT_CLIENT_TIMEOUT_MS;
 	(*out)->wm_low = MKV_DEFAULT_LOW_WATERMARK;
 	(*out)->wm_high = MKV_DEFAULT_HIGH_WATERMARK;
+	(*out)->max_nodes = MKV_DEFAULT_MAX_NODES;
 	return 0;
 }
 
@@ -249,6 +250,32 @@ mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms)
 	if (ms < 100 || ms > 3600000)
 		return mkv_err(MKV_E_INVAL, "client timeout %u ms out of range (100 to 3600000)", ms);
 	opts->client_timeout_ms = ms;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_max_nodes(struct mkv_opts *opts, uint32_t n)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_max_nodes: opts is NULL");
+	if (n == 0 || n > MKV_MAX_NODES_LIMIT)
+		return mkv_err(MKV_E_INVAL, "max nodes %u out of range (1 to %u)", n,
+				MKV_MAX_NODES_LIMIT);
+	opts->max_nodes = n;
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_group(struct mkv_opts *opts, gid_t gid)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_group: opts is NULL");
+	if (gid == (gid_t)-1)
+		return mkv_err(MKV_E_INVAL, "group id -1 is not a group");
+	opts->has_group = true;
+	opts->gid = gid;
 	return 0;
 }
 
@@ -616,7 +643,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
 				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS,
 				MKV_DEFAULT_CLIENT_TIMEOUT_MS, MKV_DEFAULT_LOW_WATERMARK,
-				MKV_DEFAULT_HIGH_WATERMARK, "" };
+				MKV_DEFAULT_HIGH_WATERMARK, MKV_DEFAULT_MAX_NODES, false, 0, "" };
 		opts = &defaults;
 	}
 
