@@ -635,6 +635,8 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 				flags & ~MKV_OPEN_VALID);
 	if ((flags & MKV_CREATE) && (flags & MKV_RDONLY))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_open: MKV_CREATE with MKV_RDONLY");
+	if (path && !*path)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_open: the pool path is empty");
 	if (!path)
 		path = getenv("MARUKV_POOL");
 	if (!path || !*path)
