@@ -33,41 +33,59 @@ mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t w
 	return true;
 }
 
-/*
- * Move the extent's pages from word `from` to `to`; returns how many
- * moved.  The holder's counts of free and quarantined pages follow.
- */
+/* The holder's counts of free and quarantined pages follow n pages moved. */
+static void
+pages_count(struct mkv_pool *p, uint64_t n, uint64_t from, uint64_t to)
+{
+	if (MKV_PG_STATE(from) == MKV_PG_FREE)
+		p->h.free_pages -= n;
+	if (MKV_PG_STATE(to) == MKV_PG_FREE)
+		p->h.free_pages += n;
+	if (MKV_PG_STATE(from) == MKV_PG_QUARANTINED)
+		p->h.quarantined_pages -= n;
+	if (MKV_PG_STATE(to) == MKV_PG_QUARANTINED)
+		p->h.quarantined_pages += n;
+}
+
+static bool
+page_cas(struct mkv_pool *p, uint64_t page, uint64_t from, uint64_t to)
+{
+	return __atomic_compare_exchange_n(&p->pt[page], &from, to, false, __ATOMIC_ACQ_REL,
+			__ATOMIC_ACQUIRE);
+}
+
+/* Move the extent's pages that are `from` to `to`; returns how many moved. */
 uint64_t
 mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, uint64_t to)
 {
 	uint64_t moved = 0;
 
-	for (uint64_t i = 0; i < ext->npages; i++) {
-		uint64_t expect = from;
-
-		if (__atomic_compare_exchange_n(&p->pt[ext->page + i], &expect, to, false,
-				__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			moved++;
-	}
+	for (uint64_t i = 0; i < ext->npages; i++)
+		moved += page_cas(p, ext->page + i, from, to);
 	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
-	if (MKV_PG_STATE(from) == MKV_PG_FREE)
-		p->h.free_pages -= moved;
-	if (MKV_PG_STATE(to) == MKV_PG_FREE)
-		p->h.free_pages += moved;
-	if (MKV_PG_STATE(from) == MKV_PG_QUARANTINED)
-		p->h.quarantined_pages -= moved;
-	if (MKV_PG_STATE(to) == MKV_PG_QUARANTINED)
-		p->h.quarantined_pages += moved;
+	pages_count(p, moved, from, to);
 	return moved;
 }
 
-/* Set unconditionally: for the holder's rebuild, which owns every word. */
-void
-mkv_pages_set(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word)
+/*
+ * Move every page of ext from `from` to `to`, or none: at the first page
+ * that is not `from`, the pages moved so far go back.  True if all moved.
+ */
+bool
+mkv_pages_move_all(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, uint64_t to)
 {
-	for (uint64_t i = 0; i < ext->npages; i++)
-		__atomic_store_n(&p->pt[ext->page + i], word, __ATOMIC_RELEASE);
+	uint64_t i = 0;
+
+	while (i < ext->npages && page_cas(p, ext->page + i, from, to))
+		i++;
+	if (i < ext->npages) {
+		while (i--)
+			page_cas(p, ext->page + i, to, from);
+		return false;
+	}
 	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
+	pages_count(p, ext->npages, from, to);
+	return true;
 }
 
 /* First run of npages free pages at or after start, below end. */

@@ -37,13 +37,13 @@
 struct moves {
 	struct move {
 		struct mkv_extent ext;
-		uint64_t from;
+		uint64_t from, to;
 	} *v;
 	size_t n, cap;
 };
 
 static int
-moves_add(struct moves *x, const struct mkv_extent *ext, uint64_t from)
+moves_add(struct moves *x, const struct mkv_extent *ext, uint64_t from, uint64_t to)
 {
 	if (x->n == x->cap) {
 		size_t cap = x->cap ? x->cap * 2 : 8;
@@ -54,33 +54,63 @@ moves_add(struct moves *x, const struct mkv_extent *ext, uint64_t from)
 		x->v = v;
 		x->cap = cap;
 	}
-	x->v[x->n++] = (struct move){ *ext, from };
+	x->v[x->n++] = (struct move){ *ext, from, to };
 	return 0;
 }
 
-/* Move every extent from its own word (or `from` if nonzero) to `to`. */
-static void
-moves_apply(struct mkv_pool *p, const struct moves *x, uint64_t from, uint64_t to)
-{
-	for (size_t i = 0; i < x->n; i++)
-		mkv_pages_move(p, &x->v[i].ext, from ? from : x->v[i].from, to);
-}
-
-/* What one txn changes besides the registry, applied around its commit. */
+/* What one txn changes besides the registry. */
 struct batch {
-	struct moves pubs;      /* granted -> used, before the commit */
-	struct moves dels;      /* used -> quarantined, before the commit */
+	/*
+	 * Page-table changes made as each request was applied, undone in
+	 * reverse order if the txn fails: granted -> used (publish), used ->
+	 * quarantined (delete), free -> granted (grant).
+	 */
+	struct moves done;
 	struct moves released;  /* quarantined -> free, after the commit */
 	int64_t bytes;          /* change of the stored byte count */
+	uint64_t published;     /* pages published */
 	bool evicted;           /* eviction ran to make room for a grant */
+	bool failed;            /* a request failed half-applied: the txn must not commit */
 };
 
-/* Errors that leave the txn usable: a refused request, not a failed one. */
-static bool
-benign(int rc)
+/*
+ * A request's error after it changed the registry: the txn fails.  Any
+ * other error a request returns is a refusal that changed nothing, and the
+ * txn goes on with the next request.
+ */
+static int
+fail(struct batch *b, int rc)
 {
-	return rc == MKV_E_EXISTS || rc == MKV_E_NOTFOUND || rc == MKV_E_INVAL ||
-		rc == MKV_E_NOSPC;
+	b->failed = true;
+	return rc;
+}
+
+/*
+ * Move every page of ext from `from` to `to` now, or none of them; kept in
+ * the batch to be undone if the txn fails.  Requests are applied one after
+ * the other, so a later one (a grant that reclaims a dead client's pages)
+ * sees what an earlier one (that client's publish) did to the table.
+ */
+static bool
+batch_move(struct mkv_pool *p, struct batch *b, const struct mkv_extent *ext, uint64_t from,
+		uint64_t to, int *rc)
+{
+	if ((*rc = moves_add(&b->done, ext, from, to)))
+		return false;
+	if (mkv_pages_move_all(p, ext, from, to))
+		return true;
+	b->done.n--;
+	return false;
+}
+
+static void
+batch_undo(struct mkv_pool *p, struct batch *b)
+{
+	while (b->done.n) {
+		const struct move *m = &b->done.v[--b->done.n];
+
+		mkv_pages_move(p, &m->ext, m->to, m->from);
+	}
 }
 
 static bool
@@ -180,28 +210,31 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 	}
 	if (rc != MKV_E_NOTFOUND)
 		return rc;
-	if (!extent_ok(p, &r->ext) || mkv_pages_for(p, r->length) != r->ext.npages ||
-	    !mkv_pages_are(p, &r->ext, grant))
+	if (!extent_ok(p, &r->ext) || r->length == 0 || mkv_pages_for(p, r->length) != r->ext.npages)
 		return mkv_err(MKV_E_INVAL, "publish: buffer is not one granted to this handle");
 	if ((rc = mkv_reg_full(p, &full)))
 		return rc;
 	if (full)
 		return mkv_err(MKV_E_NOSPC, "pool %s: registry is full (the rest is kept for deletes)",
 				p->path);
-	if ((rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE)))
-		return mkv_err_mdb(rc, "publish");
-	rc = mdb_put(txn, p->reg.pages, &pk, &k, MDB_NOOVERWRITE);
-	if (rc == MDB_KEYEXIST)
-		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered twice", p->path,
+	if (mdb_get(txn, p->reg.pages, &pk, &d) == 0)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
 				(unsigned long long)r->ext.page);
-	if (rc)
-		return mkv_err_mdb(rc, "publish");
+	/* The pages become the value's before the key can be registered on them. */
+	if (!batch_move(p, b, &r->ext, grant, mkv_held_word(MKV_PG_USED, p->h.generation), &rc))
+		return rc ? rc : mkv_err(MKV_E_INVAL,
+				"publish: buffer is not one granted to this handle");
+	d = (MDB_val){ sizeof(e), &e };
+	if ((rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE)) ||
+	    (rc = mdb_put(txn, p->reg.pages, &pk, &k, MDB_NOOVERWRITE)))
+		return fail(b, mkv_err_mdb(rc, "publish"));
 	if (r->parent && (rc = kids_add(p, txn, r->parent, 1)))
-		return rc;
+		return fail(b, rc);
 	/* New counts as read now: as young as the values read this round. */
 	mkv_touch(p, r->ext.page);
 	b->bytes += (int64_t)r->length;
-	return moves_add(&b->pubs, &r->ext, grant);
+	b->published += r->ext.npages;
+	return 0;
 }
 
 static int
@@ -215,25 +248,39 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	if ((rc = mkv_check_key(r->key, r->klen)) ||
 	    (rc = mkv_reg_lookup(p, txn, r->key, r->klen, &e)))
 		return rc;
+	r->ext = (struct mkv_extent){ e.page, e.npages };
+	/* Quarantined before the key goes: a reader's view keeps its bytes. */
+	if (!batch_move(p, b, &r->ext, mkv_held_word(MKV_PG_USED, p->h.generation),
+			mkv_held_word(MKV_PG_QUARANTINED, p->h.generation), &rc))
+		return rc ? rc : mkv_err(MKV_E_CORRUPT,
+				"pool %s: the page table does not hold the value at page %llu as used",
+				p->path, (unsigned long long)e.page);
 	be = htobe64(e.page);
 	if ((rc = mdb_del(txn, p->reg.entries, &k, NULL)) ||
 	    (rc = mdb_del(txn, p->reg.pages, &pk, NULL)))
-		return mkv_err_mdb(rc, "delete");
+		return fail(b, mkv_err_mdb(rc, "delete"));
 	if (e.parent && (rc = kids_add(p, txn, e.parent, -1)))
-		return rc;
-	r->ext = (struct mkv_extent){ e.page, e.npages };
+		return fail(b, rc);
 	r->parent = e.parent;
 	b->bytes -= (int64_t)e.length;
-	return moves_add(&b->dels, &r->ext, 0);
+	return 0;
 }
 
-/* Drop freed records that no live pin can still need; collect their pages. */
+/*
+ * Drop freed records that no live pin can still need; collect their pages.
+ * A record damaged beyond use (a key that is no txn id, a value that is no
+ * array of extents) is left where it is, and extents outside the arena
+ * are skipped: its pages, if any, stay quarantined until a new holder
+ * rebuilds the table, and verify reports it.
+ */
 static int
 quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
 {
+	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	MDB_cursor *c;
 	MDB_val k, d;
 	uint64_t first, last, min;
+	bool damaged = false;
 	int rc;
 
 	if ((rc = mdb_cursor_open(txn, p->reg.freed, &c)))
@@ -243,15 +290,18 @@ quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
 		rc = rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "quarantine");
 		goto out;
 	}
-	memcpy(&last, k.mv_data, sizeof(last));
+	if (k.mv_size == sizeof(last))
+		memcpy(&last, k.mv_data, sizeof(last));
+	else
+		last = htobe64(UINT64_MAX);
 	min = mkv_epoch_min_pin(p, be64toh(last));
 	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
 		const struct mkv_extent *x = d.mv_data;
 
-		if (k.mv_size != sizeof(first) || d.mv_size % sizeof(*x)) {
-			rc = mkv_err(MKV_E_CORRUPT, "pool %s: malformed quarantine record", p->path);
-			goto out;
+		if (k.mv_size != sizeof(first) || d.mv_size % sizeof(*x) || d.mv_size == 0) {
+			damaged = true;
+			continue;
 		}
 		memcpy(&first, k.mv_data, sizeof(first));
 		if (be64toh(first) >= min)
@@ -260,7 +310,11 @@ quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
 			struct mkv_extent e;
 
 			memcpy(&e, &x[i], sizeof(e));
-			if ((rc = moves_add(released, &e, 0)))
+			if (!extent_ok(p, &e)) {
+				damaged = true;
+				continue;
+			}
+			if ((rc = moves_add(released, &e, quar, MKV_PG_FREE)))
 				goto out;
 		}
 		if ((rc = mdb_cursor_del(c, 0))) {
@@ -270,8 +324,10 @@ quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
 	}
 	if (rc == 0 || rc == MDB_NOTFOUND)
 		rc = 0;
-	else if (rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE))
+	else
 		rc = mkv_err_mdb(rc, "quarantine");
+	if (damaged)
+		mkv_log(MKV_LOG_WARN, "pool %s: damaged quarantine records skipped", p->path);
 out:
 	mdb_cursor_close(c);
 	return rc;
@@ -280,17 +336,23 @@ out:
 static int
 record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 {
-	uint64_t id = htobe64(mdb_txn_id(txn)), total;
+	uint64_t id = htobe64(mdb_txn_id(txn)), total, quar;
 	struct mkv_extent *x;
-	MDB_val k = { sizeof(id), &id }, d = { b->dels.n * sizeof(*x), NULL };
+	MDB_val k = { sizeof(id), &id }, d = { 0, NULL };
+	size_t n = 0;
 	int rc;
 
-	if (b->dels.n) {
-		if (!(x = malloc(d.mv_size)))
+	quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
+	for (size_t i = 0; i < b->done.n; i++)
+		n += b->done.v[i].to == quar;
+	if (n) {
+		if (!(x = malloc(n * sizeof(*x))))
 			return mkv_err(MKV_E_NOMEM, "delete: out of memory");
-		for (size_t i = 0; i < b->dels.n; i++)
-			x[i] = b->dels.v[i].ext;
-		d.mv_data = x;
+		n = 0;
+		for (size_t i = 0; i < b->done.n; i++)
+			if (b->done.v[i].to == quar)
+				x[n++] = b->done.v[i].ext;
+		d = (MDB_val){ n * sizeof(*x), x };
 		rc = mdb_put(txn, p->reg.freed, &k, &d, MDB_NOOVERWRITE);
 		free(x);
 		if (rc)
@@ -303,15 +365,11 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)b->bytes);
 }
 
-/* Pages free or quarantined, counting this txn's deletes: the room to come. */
+/* Pages free or quarantined (this txn's deletes quarantined theirs already). */
 static uint64_t
-room(const struct mkv_pool *p, const struct batch *b)
+room(const struct mkv_pool *p)
 {
-	uint64_t have = p->h.free_pages + p->h.quarantined_pages;
-
-	for (size_t i = 0; i < b->dels.n; i++)
-		have += b->dels.v[i].ext.npages;
-	return have;
+	return p->h.free_pages + p->h.quarantined_pages;
 }
 
 /* The key registered at page pg, if a value starts there (copied out of the txn). */
@@ -412,8 +470,9 @@ evict_chain(struct mkv_pool *p, MDB_txn *txn, MDB_val k, unsigned min_age, struc
 	for (*npages = 0;;) {
 		struct mkv_req d = { .op = MKV_OP_DEL, .key = k.mv_data, .klen = k.mv_size };
 
+		/* a value it refuses to delete stays (one the page table disagrees with) */
 		if ((rc = apply_del(p, txn, &d, b)))
-			return rc;
+			return b->failed ? rc : 0;
 		*npages = *npages ? *npages : d.ext.npages;
 		w->have += d.ext.npages;
 		w->evicted++;
@@ -475,7 +534,7 @@ mkv_age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
 static int
 evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
-	struct sweep w = { .want = want, .have = room(p, b) };
+	struct sweep w = { .want = want, .have = room(p) };
 	uint64_t hand = p->state->clock, tick = p->state->tick ? p->state->tick : 1, total;
 	uint8_t key[MKV_KEY_MAX];
 	unsigned age;
@@ -516,9 +575,10 @@ evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint6
 	*out = w.evicted;
 	if (rc || !w.evicted)
 		return rc;
-	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)))
-		return rc;
-	return mkv_reg_meta_put(p, txn, "evictions", total + w.evicted);
+	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)) ||
+	    (rc = mkv_reg_meta_put(p, txn, "evictions", total + w.evicted)))
+		return fail(b, rc);
+	return 0;
 }
 
 static uint64_t
@@ -535,25 +595,56 @@ pct_pages(const struct mkv_pool *p, uint64_t pct)
  * high mark).
  */
 static int
+grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_extent *ext)
+{
+	int rc = moves_add(&b->done, ext, MKV_PG_FREE, grant);
+
+	if (rc)
+		return rc;
+	if ((rc = mkv_pages_grant(p, ext->npages, grant, ext))) {
+		b->done.n--;
+		return rc;
+	}
+	b->done.v[b->done.n - 1].ext = *ext;
+	return 0;
+}
+
+static int
 grant_or_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	uint64_t grant = mkv_grant_word(r->slot, r->inc), want, evicted;
-	int rc = mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
+	int rc = grant_pages(p, b, grant, &r->ext), e;
 
 	if (rc == MKV_E_NOSPC && r->length && r->length < r->ext.npages) {
 		r->ext.npages = r->length;
-		rc = mkv_pages_grant(p, r->ext.npages, grant, &r->ext);
+		rc = grant_pages(p, b, grant, &r->ext);
 	}
 	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages || b->evicted || r->retried ||
 	    !p->h.wm_low)
 		return rc;
 	want = pct_pages(p, p->h.wm_high);
-	if (want < room(p, b) + r->ext.npages)
-		want = room(p, b) + r->ext.npages;
-	if (evict_to(p, txn, want, b, &evicted))
-		return rc;
+	if (want < room(p) + r->ext.npages)
+		want = room(p) + r->ext.npages;
+	if ((e = evict_to(p, txn, want, b, &evicted)))
+		return e;
 	b->evicted = evicted > 0;
 	return rc;
+}
+
+/*
+ * Whether a request from the ring still speaks for its client: the slot's
+ * owner is the claim that sent it.  A client judged dead lost its slot,
+ * and what it asks afterwards is refused (its pages go back regardless).
+ */
+static bool
+requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
+{
+	uint64_t owner;
+
+	if (r->slot >= p->sb->max_clients)
+		return false;
+	owner = __atomic_load_n(&p->slots[r->slot].owner, __ATOMIC_SEQ_CST);
+	return MKV_SLOT_PID(owner) != 0 && MKV_SLOT_INC(owner) == r->inc;
 }
 
 static int
@@ -561,6 +652,9 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	uint64_t grant = mkv_grant_word(r->slot, r->inc);
 
+	if (r->seq && r->op != MKV_OP_UNGRANT && r->op != MKV_OP_DETACH && !requester_ok(p, r))
+		return mkv_err(MKV_E_EXPIRED, "pool %s: request from slot %u, whose client was judged dead",
+				p->path, r->slot);
 	switch (r->op) {
 	case MKV_OP_PUBLISH:
 		return apply_publish(p, txn, r, b);
@@ -593,10 +687,11 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	case MKV_OP_WATERMARKS: {
 		int rc;
 
-		if ((rc = mkv_watermarks_check((unsigned)r->ext.page, (unsigned)r->ext.npages)) ||
-		    (rc = mkv_reg_meta_put(p, txn, "wm_low", r->ext.page)) ||
-		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->ext.npages)))
+		if ((rc = mkv_watermarks_check((unsigned)r->ext.page, (unsigned)r->ext.npages)))
 			return rc;
+		if ((rc = mkv_reg_meta_put(p, txn, "wm_low", r->ext.page)) ||
+		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->ext.npages)))
+			return fail(b, rc);
 		p->h.wm_low = (uint32_t)r->ext.page;
 		p->h.wm_high = (uint32_t)r->ext.npages;
 		return 0;
@@ -668,22 +763,13 @@ fence(struct mkv_pool *p, MDB_txn *txn)
 	return mkv_reg_meta_put(p, txn, "holder", me);
 }
 
-/*
- * Apply n requests in one registry write txn; only a valid lease holder
- * may call this, with h.lock held.  Each request's own outcome is in its
- * result; the return value is 0, or the error that failed the whole txn
- * (then every registry request carries it; MKV_E_FENCED: we are no
- * longer the holder and nothing was applied).
- */
-int
-mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+/* One registry write txn over n requests (see mkv_commit()); 0 or the error that failed it. */
+static int
+commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b)
 {
-	uint64_t used = mkv_held_word(MKV_PG_USED, p->h.generation);
-	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
-	struct batch b = { 0 };
 	MDB_txn *txn;
-	unsigned applied = 0;
-	int rc, fatal = 0, again = 0;
+	uint64_t evicted;
+	int rc, fatal;
 
 	/*
 	 * A thread writing without pause keeps h.lock and can starve the
@@ -691,82 +777,68 @@ mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	 */
 	if (p->h.holding && mkv_now_ns() - p->h.last_renew_ns >= p->lease_period_ns / 4)
 		mkv_lease_beat(p);
-	if (!mkv_lease_valid(p)) {
-		fatal = mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
-		goto done;
-	}
-	rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn);
-	if (rc) {
-		fatal = mkv_err_mdb(rc, "registry: write txn");
-		goto done;
-	}
-	if ((fatal = fence(p, txn))) {
-		mdb_txn_abort(txn);
-		goto done;
-	}
-	for (; applied < n; applied++) {
-		struct mkv_req *r = &reqs[applied];
-
-		if (r->seq && (fatal = replay(p, txn, r))) {
-			applied++;
-			break;
-		}
-		if (r->replayed)
-			continue;
-		r->result = apply(p, txn, r, &b);
-		if (r->result && !benign(r->result)) {
-			fatal = r->result;
-			applied++;
-			break;
-		}
-		if (r->seq && r->result == 0 && (fatal = record(p, txn, r))) {
-			applied++;
-			break;
-		}
-	}
-	/* Below the low watermark: evict up to the high one. */
-	if (!fatal && p->h.wm_low && room(p, &b) < pct_pages(p, p->h.wm_low)) {
-		uint64_t evicted;
-
-		fatal = evict_to(p, txn, pct_pages(p, p->h.wm_high), &b, &evicted);
-	}
-	if (!fatal && !(fatal = quarantine_release(p, txn, &b.released)) &&
-	    !(fatal = record_dels(p, txn, &b))) {
-		/*
-		 * Still under the write lock, so the next txn sees these
-		 * states: set after the commit, a publish's "used" could
-		 * overwrite the "quarantined" of a delete committed in between.
-		 */
-		moves_apply(p, &b.pubs, 0, used);
-		moves_apply(p, &b.dels, used, quar);
-		rc = mdb_txn_commit(txn);
-		if (rc) {
-			fatal = mkv_err_mdb(rc, "registry: commit");
-			for (size_t i = 0; i < b.pubs.n; i++)
-				mkv_pages_move(p, &b.pubs.v[i].ext, used, b.pubs.v[i].from);
-			moves_apply(p, &b.dels, quar, used);
-		}
-	} else {
-		mdb_txn_abort(txn);
-	}
-done:
-	for (unsigned i = 0; i < n; i++) {
+	if (!mkv_lease_valid(p))
+		return mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
+	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn)))
+		return mkv_err_mdb(rc, "registry: write txn");
+	fatal = fence(p, txn);
+	for (unsigned i = 0; i < n && !fatal; i++) {
 		struct mkv_req *r = &reqs[i];
 
-		if (r->replayed || !fatal)
+		if (r->seq && (fatal = replay(p, txn, r)))
+			break;
+		if (r->replayed)
 			continue;
-		/* A failed txn fails every request in it; its grants go back. */
-		if (i < applied && r->op == MKV_OP_GRANT && r->result == 0)
-			mkv_pages_move(p, &r->ext, mkv_grant_word(r->slot, r->inc), MKV_PG_FREE);
-		r->result = fatal;
+		r->result = apply(p, txn, r, b);
+		if (r->result && b->failed)
+			fatal = r->result;
+		else if (r->seq && r->result == 0)
+			fatal = record(p, txn, r);
 	}
-	if (!fatal) {
-		uint64_t published = 0;
+	/* Below the low watermark: evict up to the high one. */
+	if (!fatal && p->h.wm_low && room(p) < pct_pages(p, p->h.wm_low))
+		fatal = evict_to(p, txn, pct_pages(p, p->h.wm_high), b, &evicted);
+	if (!fatal)
+		fatal = quarantine_release(p, txn, &b->released);
+	if (!fatal)
+		fatal = record_dels(p, txn, b);
+	if (fatal) {
+		mdb_txn_abort(txn);
+		return fatal;
+	}
+	/*
+	 * The page table already shows this txn's publishes and deletes (they
+	 * were moved under the write lock, as each request was applied): the
+	 * next txn sees them, and a failed commit undoes them.
+	 */
+	if ((rc = mdb_txn_commit(txn)))
+		return mkv_err_mdb(rc, "registry: commit");
+	return 0;
+}
 
-		moves_apply(p, &b.released, quar, MKV_PG_FREE);
-		for (size_t i = 0; i < b.pubs.n; i++)
-			published += b.pubs.v[i].ext.npages;
-		tick_pages(p, published);
+/*
+ * Apply n requests in one registry write txn; only a valid lease holder
+ * may call this, with h.lock held.  Each request's own outcome is in its
+ * result; the return value is 0, or the error that failed the whole txn
+ * (then every registry request carries it and the page table is as it
+ * was; MKV_E_FENCED: we are no longer the holder and nothing was applied).
+ */
+int
+mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+{
+	struct batch b = { 0 };
+	int fatal = commit_txn(p, reqs, n, &b), again = 0;
+
+	if (fatal) {
+		batch_undo(p, &b);
+		for (unsigned i = 0; i < n; i++)
+			if (!reqs[i].replayed)
+				reqs[i].result = fatal;
+	} else {
+		for (size_t i = 0; i < b.released.n; i++)
+			mkv_pages_move(p, &b.released.v[i].ext, b.released.v[i].from,
+					b.released.v[i].to);
+		tick_pages(p, b.published);
 	}
 	/*
 	 * A grant refused for want of the pages this txn released, or evicted
@@ -782,8 +854,7 @@ done:
 		if ((again = mkv_commit(p, &reqs[i], 1)))
 			break;
 	}
-	free(b.pubs.v);
-	free(b.dels.v);
+	free(b.done.v);
 	free(b.released.v);
 	/* The retries' own failure (MKV_E_FENCED): this txn committed, they did not. */
 	return fatal ? fatal : again;

@@ -292,7 +292,8 @@ uint64_t mkv_pt_load(const struct mkv_pool *p, uint64_t page);
 bool mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
 uint64_t mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from,
 		uint64_t to);
-void mkv_pages_set(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
+bool mkv_pages_move_all(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from,
+		uint64_t to);
 int mkv_pages_grant(struct mkv_pool *p, uint64_t npages, uint64_t word, struct mkv_extent *out);
 uint64_t mkv_pages_reclaim(struct mkv_pool *p, uint64_t word);
 int mkv_grants_init(struct mkv_grants *g);
