@@ -112,9 +112,15 @@ grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 	}
 	if (rc)
 		return rc;
-	mkv_grants_put(p, &r.ext);
-	if (!mkv_grants_take(p, npages, out))
-		return mkv_err(MKV_E_INTERNAL, "mkv_alloc: a fresh grant did not fit");
+	if (r.ext.npages < npages || r.ext.page >= p->nr_pages ||
+	    r.ext.npages > p->nr_pages - r.ext.page)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: the lease holder granted pages %llu+%llu for %llu",
+				p->path, (unsigned long long)r.ext.page,
+				(unsigned long long)r.ext.npages, (unsigned long long)npages);
+	/* Ours first: other threads of the handle take from the cache meanwhile. */
+	*out = (struct mkv_extent){ r.ext.page, npages };
+	if (r.ext.npages > npages)
+		mkv_grants_put(p, &(struct mkv_extent){ r.ext.page + npages, r.ext.npages - npages });
 	return 0;
 }
 
