@@ -1159,7 +1159,7 @@ commit_here(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
  * One request through the write path: committed here if this handle holds
  * the lease (taking it first if nobody else has it), else handed to the
  * holder through our request ring, waiting at most timeout_ns for the
- * answer (0: as long as it takes).  Returns the request's result.
+ * answer.  Returns the request's result.
  */
 int
 mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
@@ -1170,8 +1170,8 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
 
 	if (commit_here(p, r, 1))
 		return r->result;
-	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq)) ||
-	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns)))
+	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq, timeout_ns)) ||
+	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns, false)))
 		return rc;
 	return r->result;
 }
@@ -1180,13 +1180,15 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
  * Several requests through the write path, each with its own result: in
  * one txn when this handle holds the lease, else through our ring as
  * asynchronous entries, so that more requests than the ring has entries
- * still flow (the oldest answers are kept aside as the ring fills).
- * Returns 0, or the error that kept requests from being sent.
+ * still flow (the oldest answers are kept aside as the ring fills).  Each
+ * wait is bounded by mkv_write_timeout().  Returns 0, or the error that
+ * kept requests from being sent.
  */
 int
 mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
 	struct { unsigned idx; uint32_t seq; } *sent;
+	uint64_t timeout = mkv_write_timeout(p);
 	unsigned i, nsent = 0;
 	int rc = 0;
 
@@ -1195,10 +1197,11 @@ mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	if (!(sent = malloc(n * sizeof(*sent))))
 		return mkv_err(MKV_E_NOMEM, "write: out of memory");
 	for (; nsent < n; nsent++)
-		if ((rc = mkv_rq_submit(p, &reqs[nsent], true, &sent[nsent].idx, &sent[nsent].seq)))
+		if ((rc = mkv_rq_submit(p, &reqs[nsent], true, &sent[nsent].idx, &sent[nsent].seq,
+				timeout)))
 			break;
 	for (i = 0; i < nsent; i++) {
-		int w = mkv_rq_wait(p, sent[i].idx, sent[i].seq, &reqs[i], 0);
+		int w = mkv_rq_wait(p, sent[i].idx, sent[i].seq, &reqs[i], timeout, false);
 
 		if (w)
 			reqs[i].result = w;

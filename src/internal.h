@@ -72,6 +72,19 @@ struct mkv_grants {
 	unsigned n, cap;
 };
 
+/* handout.c: records of the buffers and views a handle handed out */
+struct mkv_handout_rec {
+	uint32_t serial;          /* changes whenever the record is freed */
+	uint32_t state;
+	uint32_t next;            /* free list */
+	uint64_t a, b;            /* buffer: first page, length; view: txn, address */
+};
+struct mkv_handout {
+	pthread_mutex_t lock;
+	struct mkv_handout_rec *v;
+	uint32_t cap, free_head;
+};
+
 /* lease.c: what this handle knows of the lease */
 struct mkv_holder {
 	pthread_mutex_t lock;     /* serialises commits and lease changes in this process */
@@ -153,6 +166,7 @@ struct mkv_pool {
 	struct mkv_registry reg;
 	struct mkv_epochs epochs;
 	struct mkv_grants grants;
+	struct mkv_handout bufs, views;
 	struct mkv_holder h;
 	struct mkv_rqs rq;
 };
@@ -214,7 +228,7 @@ uint64_t mkv_now_ns(void);
 int mkv_watermarks_check(unsigned low, unsigned high);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
-	return (len + p->page_size - 1) >> p->page_shift;
+	return (len >> p->page_shift) + ((len & (p->page_size - 1)) != 0);
 }
 static inline void *mkv_page_addr(const struct mkv_pool *p, uint64_t page)
 {
@@ -270,15 +284,23 @@ void mkv_lease_drop(struct mkv_pool *p);
 int mkv_rq_init(struct mkv_pool *p);
 void mkv_rq_fini(struct mkv_pool *p);
 int mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
-		uint32_t *seq);
+		uint32_t *seq, uint64_t timeout_ns);
 int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
-		uint64_t timeout_ns);
+		uint64_t timeout_ns, bool keep);
 void mkv_rq_ring(struct mkv_pool *p);
 unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);
 int mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 void mkv_futex_wake(uint32_t *addr);
+
+/* handout.c */
+int mkv_handout_init(struct mkv_handout *h);
+void mkv_handout_fini(struct mkv_handout *h);
+int mkv_handout_add(struct mkv_handout *h, uint64_t a, uint64_t b, uint64_t *token);
+bool mkv_handout_take(struct mkv_handout *h, uint64_t token, uint64_t *a, uint64_t *b);
+bool mkv_handout_begin(struct mkv_handout *h, uint64_t token, uint64_t *a, uint64_t *b);
+void mkv_handout_end(struct mkv_handout *h, uint64_t token, bool keep);
 
 /* epoch.c */
 int mkv_epoch_init(struct mkv_epochs *ep);
@@ -337,7 +359,14 @@ struct mkv_req {
 	uint32_t seq;           /* its sequence number; 0 for the holder's own calls */
 	bool replayed;          /* answered from the registry's record of it */
 	bool retried;           /* GRANT: a second try after eviction; no more evicting */
+	bool pending;           /* MKV_E_TIMEDOUT: sent, and may still be applied */
 };
+/* How long a call waits for the lease holder: MKV_E_TIMEDOUT after that. */
+#define MKV_WAIT_PERIODS 30U
+static inline uint64_t mkv_write_timeout(const struct mkv_pool *p)
+{
+	return MKV_WAIT_PERIODS * p->lease_period_ns;
+}
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_recover(struct mkv_pool *p);
 int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);

@@ -8,6 +8,7 @@
 
 #include <endian.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,7 +53,7 @@ check_writable(const struct mkv_pool *p, const char *fn)
 static int
 write_one(struct mkv_pool *p, struct mkv_req *r)
 {
-	int rc = mkv_write(p, r, 0);
+	int rc = mkv_write(p, r, mkv_write_timeout(p));
 
 	if (rc == 0)
 		mkv_err_clear();
@@ -81,7 +82,7 @@ grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
 	if (mkv_grants_cached(p) + ext->npages <= grant_cap(p))
 		mkv_grants_put(p, ext);
 	else
-		mkv_write(p, &back, 0);
+		mkv_write(p, &back, mkv_write_timeout(p));
 }
 
 /*
@@ -128,6 +129,7 @@ MKV_EXPORT int
 mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
 {
 	struct mkv_extent ext;
+	uint64_t token;
 	int rc;
 
 	mkv_err_clear();
@@ -142,41 +144,100 @@ mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
 		return mkv_err(MKV_E_NOSPC, "mkv_alloc: %zu bytes is more than the pool holds", len);
 	if ((rc = grant_take(pool, mkv_pages_for(pool, len), &ext)))
 		return rc;
+	if ((rc = mkv_handout_add(&pool->bufs, ext.page, len, &token))) {
+		grant_keep(pool, &ext);
+		return rc;
+	}
 	buf->data = mkv_page_addr(pool, ext.page);
 	buf->len = len;
-	buf->priv_[0] = ext.page;
+	buf->priv_[0] = token;
 	buf->priv_[1] = pool->cookie;
 	mkv_err_clear();
 	return 0;
 }
 
-/* The extent behind a buffer of this handle, or MKV_E_INVAL. */
+/* A buffer a call is using: its record stays busy until buf_keep() or buf_consume(). */
+struct used_buf {
+	uint64_t token;
+	struct mkv_extent all;  /* the pages allocated */
+	struct mkv_extent ext;  /* the pages of buf->len bytes, its first ones */
+};
+
+/* Check a buffer against this handle's record of it and take the record. */
 static int
-buf_extent(const struct mkv_pool *p, const struct mkv_buf *buf, struct mkv_extent *ext,
-		const char *fn)
+buf_begin(struct mkv_pool *p, const struct mkv_buf *buf, struct used_buf *u, const char *fn)
 {
+	uint64_t page, alen;
+
 	if (!buf)
 		return mkv_err(MKV_E_INVAL, "%s: buf is NULL", fn);
-	if (buf->priv_[1] != p->cookie || buf->len == 0 || buf->priv_[0] >= p->nr_pages ||
-	    buf->data != mkv_page_addr(p, buf->priv_[0]) ||
-	    mkv_pages_for(p, buf->len) > p->nr_pages - buf->priv_[0])
-		return mkv_err(MKV_E_INVAL, "%s: not a buffer from mkv_alloc() on this handle", fn);
-	ext->page = buf->priv_[0];
-	ext->npages = mkv_pages_for(p, buf->len);
+	if (buf->priv_[1] != p->cookie || !mkv_handout_begin(&p->bufs, buf->priv_[0], &page, &alen))
+		return mkv_err(MKV_E_INVAL,
+				"%s: not a live buffer of this handle (published, aborted, in use, or not from mkv_alloc())",
+				fn);
+	if (buf->data != mkv_page_addr(p, page) || buf->len == 0 || buf->len > alen) {
+		mkv_handout_end(&p->bufs, buf->priv_[0], true);
+		return mkv_err(MKV_E_INVAL,
+				"%s: the buffer's data or length was changed (its length may only be lowered)",
+				fn);
+	}
+	u->token = buf->priv_[0];
+	u->all = (struct mkv_extent){ page, mkv_pages_for(p, alen) };
+	u->ext = (struct mkv_extent){ page, mkv_pages_for(p, buf->len) };
 	return 0;
 }
 
-/* Checks and persistence shared by the publish calls. */
+/* The buffer stays the caller's, to retry or abort. */
+static void
+buf_keep(struct mkv_pool *p, const struct used_buf *u)
+{
+	mkv_handout_end(&p->bufs, u->token, true);
+}
+
+/*
+ * The buffer is gone.  sent: its first u->ext pages went to the holder
+ * (published, or pending), and only the rest comes back to the cache;
+ * else all of them.
+ */
+static void
+buf_consume(struct mkv_pool *p, struct mkv_buf *buf, const struct used_buf *u, bool sent)
+{
+	struct mkv_extent back = u->all;
+
+	if (sent) {
+		back.page += u->ext.npages;
+		back.npages -= u->ext.npages;
+	}
+	if (back.npages)
+		grant_keep(p, &back);
+	mkv_handout_end(&p->bufs, u->token, false);
+	memset(buf, 0, sizeof(*buf));
+}
+
+/* After a publish request's answer, the buffer's fate. */
+static void
+buf_settle(struct mkv_pool *p, struct mkv_buf *buf, const struct used_buf *u,
+		const struct mkv_req *r)
+{
+	if (r->result == 0 || (r->result == MKV_E_TIMEDOUT && r->pending))
+		buf_consume(p, buf, u, true);
+	else if (r->result == MKV_E_EXISTS)
+		buf_consume(p, buf, u, false);
+	else
+		buf_keep(p, u);
+}
+
+/* Checks and persistence shared by the publish calls; *u is busy on success. */
 static int
-publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf *buf,
-		struct mkv_req *r, const char *fn)
+publish_prepare(struct mkv_pool *p, const void *key, size_t klen, const struct mkv_buf *buf,
+		struct used_buf *u, struct mkv_req *r, const char *fn)
 {
 	int rc;
 
 	if ((rc = check_writable(p, fn)) || (rc = mkv_check_key(key, klen)) ||
-	    (rc = buf_extent(p, buf, &r->ext, fn)))
+	    (rc = buf_begin(p, buf, u, fn)))
 		return rc;
-	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = r->ext,
+	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = u->ext,
 			.length = buf->len };
 	if (!(p->flags & MKV_NOCHECKSUM))
 		r->checksum = mkv_checksum(buf->data, buf->len);
@@ -185,31 +246,19 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, struct mkv_buf
 	return 0;
 }
 
-/*
- * After a publish whose buffer is gone (consumed by mkv_publish() on
- * MKV_E_EXISTS, by mkv_publish_async() always): a failed one's pages stay
- * ours for the next allocation.
- */
-static void
-publish_done(struct mkv_pool *p, const struct mkv_req *r, bool consumed)
-{
-	if (r->result == MKV_E_EXISTS || (consumed && r->result != 0))
-		grant_keep(p, &r->ext);
-}
-
 MKV_EXPORT int
 mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf)
 {
+	struct used_buf u;
 	struct mkv_req r;
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = publish_prepare(pool, key, klen, buf, &r, "mkv_publish")))
+	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish")))
 		return rc;
 	rc = write_one(pool, &r);
-	publish_done(pool, &r, false);
-	if (rc == 0 || rc == MKV_E_EXISTS)
-		memset(buf, 0, sizeof(*buf));
+	r.result = rc;
+	buf_settle(pool, buf, &u, &r);
 	return rc;
 }
 
@@ -223,6 +272,7 @@ MKV_EXPORT int
 mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf,
 		struct mkv_ticket *ticket)
 {
+	struct used_buf u;
 	struct mkv_req r;
 	unsigned idx;
 	uint32_t seq;
@@ -231,23 +281,26 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	mkv_err_clear();
 	if (!ticket)
 		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
-	if ((rc = publish_prepare(pool, key, klen, buf, &r, "mkv_publish_async")))
+	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish_async")))
 		return rc;
 	r.slot = pool->slot;
 	r.inc = pool->incarnation;
 	pthread_mutex_lock(&pool->h.lock);
 	if (pool->h.holding && mkv_commit(pool, &r, 1) != MKV_E_FENCED) {
 		pthread_mutex_unlock(&pool->h.lock);
-		publish_done(pool, &r, true);
 		ticket->priv_[0] = TICKET_DONE | (uint32_t)r.result;
+		/* a refused publish's pages stay granted to us, for the next allocation */
+		buf_consume(pool, buf, &u, r.result == 0);
 	} else {
 		pthread_mutex_unlock(&pool->h.lock);
-		if ((rc = mkv_rq_submit(pool, &r, true, &idx, &seq)))
+		if ((rc = mkv_rq_submit(pool, &r, true, &idx, &seq, mkv_write_timeout(pool)))) {
+			buf_keep(pool, &u);
 			return rc;
+		}
 		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
+		buf_consume(pool, buf, &u, true);
 	}
 	ticket->priv_[1] = pool->cookie;
-	memset(buf, 0, sizeof(*buf));
 	mkv_err_clear();
 	return 0;
 }
@@ -266,13 +319,17 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 	    (!(ticket->priv_[0] & TICKET_DONE) && (ticket->priv_[0] & 0xffffffffU) >= MKV_RQ_DEPTH))
 		return mkv_err(MKV_E_INVAL, "mkv_wait: not a pending ticket of this handle");
 	t = ticket->priv_[0];
-	memset(ticket, 0, sizeof(*ticket));
-	if (t & TICKET_DONE)
+	if (t & TICKET_DONE) {
 		r.result = (int32_t)(uint32_t)t;
-	else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r, 0)))
+	} else if ((rc = mkv_rq_wait(pool, (unsigned)(t & 0xffffffffU), (uint32_t)(t >> 32), &r,
+			mkv_write_timeout(pool), true))) {
+		/* no answer yet: the ticket stays, to wait for again */
 		return rc;
-	else
-		publish_done(pool, &r, true);
+	} else if (r.result) {
+		/* the buffer is gone: a failed publish's pages stay ours for the next one */
+		grant_keep(pool, &r.ext);
+	}
+	memset(ticket, 0, sizeof(*ticket));
 	if (r.result)
 		return mkv_err(r.result, "mkv_wait: %s", mkv_strerror(r.result));
 	return 0;
@@ -297,7 +354,9 @@ mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 		const struct mkv_key *keys, struct mkv_buf *bufs, size_t n)
 {
 	struct mkv_req *reqs;
+	struct used_buf *u;
 	uint64_t link = 0;
+	size_t i, ready = 0;
 	int rc, first = 0;
 
 	mkv_err_clear();
@@ -313,50 +372,53 @@ mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 		return mkv_err(MKV_E_INVAL, "mkv_publish_chain: %zu blocks", n);
 	if (n == 0)
 		return 0;
-	if (!(reqs = calloc(n, sizeof(*reqs))))
+	reqs = calloc(n, sizeof(*reqs));
+	u = calloc(n, sizeof(*u));
+	if (!reqs || !u) {
+		free(reqs);
+		free(u);
 		return mkv_err(MKV_E_NOMEM, "mkv_publish_chain: out of memory");
+	}
 	if (parent)
 		link = mkv_key_hash(parent, plen);
 	/* Every key and buffer checked (and its bytes persisted) before anything is sent. */
-	for (size_t i = 0; i < n && !rc; i++) {
-		rc = publish_prepare(pool, keys[i].data, keys[i].len, &bufs[i], &reqs[i],
-				"mkv_publish_chain");
-		reqs[i].parent = link;
-		link = mkv_key_hash(keys[i].data, keys[i].len);
+	for (; ready < n && !rc; ready++) {
+		rc = publish_prepare(pool, keys[ready].data, keys[ready].len, &bufs[ready], &u[ready],
+				&reqs[ready], "mkv_publish_chain");
+		reqs[ready].parent = link;
+		link = mkv_key_hash(keys[ready].data, keys[ready].len);
 	}
 	if (rc) {
-		free(reqs);
-		return rc;
+		for (i = 0; i + 1 < ready; i++)
+			buf_keep(pool, &u[i]);
+		goto out;
 	}
 	rc = mkv_write_many(pool, reqs, (unsigned)n);
-	for (size_t i = 0; i < n; i++) {
-		publish_done(pool, &reqs[i], false);
-		if (reqs[i].result == 0 || reqs[i].result == MKV_E_EXISTS)
-			memset(&bufs[i], 0, sizeof(bufs[i]));
-		else if (!first)
+	for (i = 0; i < n; i++) {
+		buf_settle(pool, &bufs[i], &u[i], &reqs[i]);
+		if (reqs[i].result && reqs[i].result != MKV_E_EXISTS && !first)
 			first = reqs[i].result;
 	}
+	if (!rc && first)
+		rc = mkv_err(first, "mkv_publish_chain: %s", mkv_strerror(first));
+out:
 	free(reqs);
-	if (rc)
-		return rc;
-	if (first)
-		return mkv_err(first, "mkv_publish_chain: %s", mkv_strerror(first));
-	mkv_err_clear();
-	return 0;
+	free(u);
+	if (!rc)
+		mkv_err_clear();
+	return rc;
 }
 
 MKV_EXPORT int
 mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf)
 {
-	struct mkv_extent ext;
+	struct used_buf u;
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = check_writable(pool, "mkv_abort")) ||
-	    (rc = buf_extent(pool, buf, &ext, "mkv_abort")))
+	if ((rc = check_writable(pool, "mkv_abort")) || (rc = buf_begin(pool, buf, &u, "mkv_abort")))
 		return rc;
-	grant_keep(pool, &ext);
-	memset(buf, 0, sizeof(*buf));
+	buf_consume(pool, buf, &u, false);
 	mkv_err_clear();
 	return 0;
 }
@@ -376,11 +438,10 @@ mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, si
 		return rc;
 	memcpy(buf.data, val, len);
 	rc = mkv_publish(pool, key, klen, &buf);
-	if (rc && rc != MKV_E_EXISTS) {
+	if (rc && buf.data) {
 		char msg[512];
 
-		strncpy(msg, mkv_errormsg(), sizeof(msg) - 1);
-		msg[sizeof(msg) - 1] = '\0';
+		snprintf(msg, sizeof(msg), "%s", mkv_errormsg());
 		mkv_abort(pool, &buf);
 		mkv_err(rc, "%s", msg);
 	}
@@ -404,16 +465,34 @@ static int
 view_set(struct mkv_pool *p, const struct mkv_entry *e, uint64_t txn, struct mkv_view *v)
 {
 	const void *data = mkv_page_addr(p, e->page);
+	int rc;
 
 	if ((p->flags & MKV_VERIFY) && e->checksum && mkv_checksum(data, e->length) != e->checksum)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: value at page %llu does not match its checksum",
 				p->path, (unsigned long long)e->page);
+	if ((rc = mkv_handout_add(&p->views, txn, (uintptr_t)data, &v->priv_[0])))
+		return rc;
 	mkv_touch(p, e->page);
 	v->data = data;
 	v->len = e->length;
-	v->priv_[0] = txn;
 	v->priv_[1] = p->cookie;
 	return 0;
+}
+
+/* The pinned txn of a live view of this handle, its record freed; false if none. */
+static bool
+view_take(struct mkv_pool *p, const struct mkv_view *v, uint64_t *txn)
+{
+	uint64_t addr;
+
+	if (v->priv_[1] != p->cookie || !mkv_handout_begin(&p->views, v->priv_[0], txn, &addr))
+		return false;
+	if ((uintptr_t)v->data != addr) {
+		mkv_handout_end(&p->views, v->priv_[0], true);
+		return false;
+	}
+	mkv_handout_end(&p->views, v->priv_[0], false);
+	return true;
 }
 
 MKV_EXPORT int
@@ -448,14 +527,16 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 MKV_EXPORT int
 mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 {
+	uint64_t txn;
 	int rc;
 
 	mkv_err_clear();
 	if ((rc = check_pool(pool, "mkv_release")))
 		return rc;
-	if (!view || !view->data || view->priv_[1] != pool->cookie || view->priv_[0] == 0)
-		return mkv_err(MKV_E_INVAL, "mkv_release: not a view from this handle");
-	mkv_epoch_leave(pool, view->priv_[0], 1);
+	if (!view || !view_take(pool, view, &txn))
+		return mkv_err(MKV_E_INVAL,
+				"mkv_release: not a live view of this handle (released already, or changed)");
+	mkv_epoch_leave(pool, txn, 1);
 	memset(view, 0, sizeof(*view));
 	return 0;
 }
@@ -555,6 +636,9 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 		mkv_client_count(pool, nfound, (flags & MKV_BATCH_PREFIX) ? nfound < n : n - nfound);
 	}
 	if (rc) {
+		for (i = 0; i < n; i++)
+			if (views[i].data)
+				view_take(pool, &views[i], &epoch);
 		memset(views, 0, n * sizeof(*views));
 		mkv_epoch_leave(pool, epoch, n);
 		return rc;

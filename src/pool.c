@@ -657,9 +657,12 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	p->flags = flags;
 	p->dirfd = p->super_fd = p->data_fd = -1;
 	p->slot = UINT32_MAX;
-	p->cookie = ((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL) | 1;
+	/* distinct for every handle a process opens: no struct of a closed one matches */
+	if (getrandom(&p->cookie, sizeof(p->cookie), 0) != sizeof(p->cookie))
+		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_now_ns();
 	p->h.node_lock_fd = -1;
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
+	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
 	    (rc = mkv_rq_init(p)))
 		goto fail;
 
@@ -728,6 +731,8 @@ mkv_pool_close(struct mkv_pool **pool)
 		close(p->dirfd);
 	mkv_epoch_fini(&p->epochs);
 	mkv_grants_fini(&p->grants);
+	mkv_handout_fini(&p->bufs);
+	mkv_handout_fini(&p->views);
 	free(p->watch);
 	mkv_rq_fini(p);
 	free(p->path);

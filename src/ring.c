@@ -59,8 +59,17 @@ mkv_rq_init(struct mkv_pool *p)
 {
 	struct mkv_rqs *q = &p->rq;
 
+	pthread_condattr_t attr;
+	int rc;
+
 	memset(q, 0, sizeof(*q));
-	if (pthread_mutex_init(&q->lock, NULL) || pthread_cond_init(&q->freed, NULL))
+	if (pthread_condattr_init(&attr))
+		return mkv_err(MKV_E_NOMEM, "requests: condition");
+	/* its waits end at deadlines of mkv_now_ns() */
+	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) ||
+		pthread_mutex_init(&q->lock, NULL) || pthread_cond_init(&q->freed, &attr);
+	pthread_condattr_destroy(&attr);
+	if (rc)
 		return mkv_err(MKV_E_NOMEM, "requests: mutex");
 	return 0;
 }
@@ -87,9 +96,9 @@ seq_resume(struct mkv_pool *p)
 
 /*
  * Wait until request seq in entry idx is answered and copy the answer out;
- * false if the deadline (CLOCK_MONOTONIC ns, 0 for none) passes first.
- * While waiting, take the lease over if its holder is gone: our request is
- * then answered by our own service thread.
+ * false if the deadline (CLOCK_MONOTONIC ns) passes first.  While waiting,
+ * take the lease over if its holder is gone: our request is then answered
+ * by our own service thread.
  */
 static bool
 await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a,
@@ -112,7 +121,7 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 						__atomic_load_n(&e->out_npages, __ATOMIC_ACQUIRE) };
 			return true;
 		}
-		if (deadline && mkv_now_ns() >= deadline)
+		if (mkv_now_ns() >= deadline)
 			return false;
 		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
 		if (answered(e, seq))
@@ -144,13 +153,16 @@ keep_answer(struct mkv_rqs *q, const struct mkv_answer *a)
 /*
  * An entry free on both sides: not ours in use, and not pending.  When
  * every entry is taken and some hold asynchronous publishes, wait for the
- * oldest of those and keep its answer, freeing its entry.
+ * oldest of those and keep its answer, freeing its entry.  MKV_E_TIMEDOUT
+ * if none is free by the deadline.
  */
 static int
-entry_get(struct mkv_pool *p, unsigned *idx)
+entry_get(struct mkv_pool *p, unsigned *idx, uint64_t deadline)
 {
 	struct mkv_rqs *q = &p->rq;
 	struct mkv_answer a;
+	struct timespec until = { (time_t)(deadline / 1000000000ULL),
+			(long)(deadline % 1000000000ULL) };
 
 	pthread_mutex_lock(&q->lock);
 	if (q->seq == 0)
@@ -174,16 +186,24 @@ entry_get(struct mkv_pool *p, unsigned *idx)
 		}
 		if (oldest == MKV_RQ_DEPTH) {
 			/* All taken by this process's other threads: wait for one. */
-			pthread_cond_wait(&q->freed, &q->lock);
+			if (pthread_cond_timedwait(&q->freed, &q->lock, &until) == ETIMEDOUT)
+				break;
 			continue;
 		}
 		q->async &= ~(1U << oldest);
 		pthread_mutex_unlock(&q->lock);
-		await_answer(p, oldest, q->seqs[oldest], &a, 0);
+		if (!await_answer(p, oldest, q->seqs[oldest], &a, deadline)) {
+			pthread_mutex_lock(&q->lock);
+			q->async |= 1U << oldest;
+			break;
+		}
 		pthread_mutex_lock(&q->lock);
 		keep_answer(q, &a);
 		q->busy &= ~(1U << oldest);
 	}
+	pthread_mutex_unlock(&q->lock);
+	return mkv_err(MKV_E_TIMEDOUT, "pool %s: every request entry of this handle is waiting for the lease holder",
+			p->path);
 }
 
 static void
@@ -203,12 +223,13 @@ mkv_rq_ring(struct mkv_pool *p)
 	mkv_futex_wake(&p->state->doorbell);
 }
 
+/* Post a request in one of our entries, waiting at most timeout_ns for a free one. */
 int
 mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
-		uint32_t *seq)
+		uint32_t *seq, uint64_t timeout_ns)
 {
 	struct mkv_rq *e;
-	int rc = entry_get(p, idx);
+	int rc = entry_get(p, idx, mkv_now_ns() + timeout_ns);
 
 	if (rc)
 		return rc;
@@ -239,12 +260,13 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 
 /*
  * The answer to request seq (in entry idx), waiting for it if need be, at
- * most timeout_ns (0: as long as it takes; then -ETIMEDOUT, and the request
- * stays for whoever holds the lease next).
+ * most timeout_ns.  Past that MKV_E_TIMEDOUT, with r->pending set: the
+ * request stays for whoever holds the lease next, and with keep it may be
+ * waited for again.
  */
 int
 mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
-		uint64_t timeout_ns)
+		uint64_t timeout_ns, bool keep)
 {
 	struct mkv_rqs *q = &p->rq;
 	struct mkv_answer a;
@@ -264,11 +286,17 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (!kept) {
-		bool done = await_answer(p, idx, seq, &a, timeout_ns ? mkv_now_ns() + timeout_ns : 0);
+		bool done = await_answer(p, idx, seq, &a, mkv_now_ns() + timeout_ns);
 
+		if (!done) {
+			r->pending = true;
+			/* given up, the entry stays pending in the ring until answered */
+			if (!keep)
+				entry_put(p, idx);
+			return mkv_err(MKV_E_TIMEDOUT, "pool %s: no lease holder answered in %llu ms",
+					p->path, (unsigned long long)(timeout_ns / 1000000));
+		}
 		entry_put(p, idx);
-		if (!done)
-			return mkv_err(-ETIMEDOUT, "pool %s: no lease holder answered", p->path);
 	}
 	r->result = a.result;
 	r->ext = a.ext;
