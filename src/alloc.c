@@ -151,7 +151,8 @@ mkv_pages_grant(struct mkv_pool *p, uint64_t npages, uint64_t word, struct mkv_e
 /*
  * Free granted pages whose grant is void: those granted with `word` (a
  * client leaving; 0 for none), and those of an older incarnation of their
- * slot or of a dead client.  Returns the number of pages freed.
+ * slot or of a dead client (whose claim is revoked first).  Returns the
+ * number of pages freed.
  */
 uint64_t
 mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
@@ -171,7 +172,7 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
 					verdict[s] = MKV_SLOT_PID(owner) != 0 &&
-						!mkv_client_dead(p, s, owner) ? VALID : VOID;
+						!mkv_client_reap(p, s, owner) ? VALID : VOID;
 				if (verdict[s] == VALID)
 					continue;
 			}

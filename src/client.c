@@ -2,18 +2,34 @@
 /*
  * client.c -- client slots in `super` and the liveness of their owners.
  *
- * A slot is claimed by compare-and-swap of its owner word from free (pid 0)
- * to (incarnation + 1, pid).  Its owner then records its start time and
- * tags that record with the owner word it belongs to, so that a checker
- * never compares a new owner's pid with an old owner's start time.  A
- * client on this node is dead when its pid is gone or belongs to a process
- * with another start time.  A client on another node is dead when the
- * beat its service thread advances stood still for the pool's client
- * timeout, by our own clock (no clock is shared between nodes).
+ * Every open handle owns a slot.  Its owner word packs the claim:
+ * (incarnation << 32) | pid, pid 0 meaning free; every claim raises the
+ * incarnation, so anything recorded under an older claim (grants,
+ * requests) is recognisably orphaned.
+ *
+ * Liveness.  A pid means nothing outside its PID namespace, and containers
+ * that share /dev/shm share a host name, so pids are not how clients are
+ * judged.  On its own kernel (same boot id, in any namespace), a client is
+ * alive exactly as long as it holds an open-file-description lock on one
+ * byte of `super`, at the slot's index: the kernel drops it when the
+ * process dies, not when it is stopped.  A claimant takes that lock before
+ * it claims the slot, and a client frees its slot before it lets go, so an
+ * owner whose byte nobody locks is dead.  The boot id recorded with the
+ * claim is tagged with the owner word it belongs to, so that a judge never
+ * takes a new owner for the old one.  A client on another kernel (another
+ * host; another boot id) is dead when the beat its service thread
+ * advances stood still for the pool's client timeout, by the judge's own
+ * clock: a guess, which a client paused that long proves wrong.
+ *
+ * Acting on a death means revoking the claim first (mkv_client_reap()):
+ * the owner word goes back to free, so a client that was only paused finds
+ * on its next call that it lost its slot (MKV_E_EXPIRED), and nothing it
+ * held is reclaimed while its claim still stands.
  */
 #include "config.h"
 
-#include <signal.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,108 +38,198 @@
 
 #include "internal.h"
 
-/*
- * Start time of a process, clock ticks since boot; 0 if it is gone or a
- * zombie (dead, not yet reaped by its parent).
- */
-static uint64_t
-proc_starttime(uint32_t pid)
-{
-	char path[64], buf[1024], *s, state;
-	unsigned long long start = 0;
-	size_t n;
-	FILE *f;
+static uint64_t boot_id;
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	s = strrchr(buf, ')');
-	/* after "pid (comm)": state is field 3, starttime field 22 */
-	if (!s || sscanf(s + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			&state, &start) != 2 || state == 'Z' || state == 'X')
-		return 0;
-	return start;
+static void
+boot_read(void)
+{
+	char buf[64] = "";
+	ssize_t n = -1;
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	/* 0: unknown, and every other client is judged by its heartbeat */
+	boot_id = n > 0 ? mkv_fnv1a(buf, (size_t)n) | 1 : 0;
 }
 
+/* This kernel's boot id, hashed; 0 if it cannot be read. */
+uint64_t
+mkv_boot_id(void)
+{
+	pthread_once(&boot_once, boot_read);
+	return boot_id;
+}
+
+/* Lock (F_WRLCK) or unlock (F_UNLCK) slot i's byte of super; 0 or -errno. */
+static int
+slot_lock(struct mkv_pool *p, uint32_t i, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+
+	return fcntl(p->super_fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+/* Whether some open file description holds slot i's byte (true if unknown). */
+static bool
+slot_locked(const struct mkv_pool *p, uint32_t i)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+
+	if (fcntl(p->super_fd, F_OFD_GETLK, &fl) < 0)
+		return true;
+	return fl.l_type != F_UNLCK;
+}
+
+static bool
+heartbeat_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
+{
+	const struct mkv_slot *s = &p->slots[slot];
+	struct mkv_watch *w = &p->watch[slot];
+	uint64_t beat = __atomic_load_n(&s->beat, __ATOMIC_SEQ_CST), now = mkv_now_ns();
+
+	if (__atomic_load_n(&w->owner, __ATOMIC_RELAXED) != owner ||
+	    __atomic_load_n(&w->beat, __ATOMIC_RELAXED) != beat) {
+		__atomic_store_n(&w->owner, owner, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->beat, beat, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->since, now, __ATOMIC_RELAXED);
+		return false;
+	}
+	return now - __atomic_load_n(&w->since, __ATOMIC_RELAXED) >= p->client_timeout_ns;
+}
+
+/* Whether the slot's owner runs on this kernel: exactly known, not guessed. */
+bool
+mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
+{
+	const struct mkv_slot *s = &p->slots[slot];
+	uint64_t boot = __atomic_load_n(&s->boot, __ATOMIC_SEQ_CST);
+
+	return boot != 0 && boot == p->boot &&
+		__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) == owner;
+}
+
+/* Whether the client holding claim `owner` on slot is dead (a judgement only). */
 bool
 mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
-	uint32_t pid = MKV_SLOT_PID(owner);
-	uint64_t tag, start;
 
-	if (pid == 0)
+	if (MKV_SLOT_PID(owner) == 0 || (slot == p->slot && owner == mkv_client_owner(p)))
 		return false;
-	if (__atomic_load_n(&s->node, __ATOMIC_SEQ_CST) != p->node) {
-		struct mkv_watch *w = &p->watch[slot];
-		uint64_t beat = __atomic_load_n(&s->beat, __ATOMIC_SEQ_CST), now = mkv_now_ns();
-
-		if (__atomic_load_n(&w->owner, __ATOMIC_RELAXED) != owner ||
-		    __atomic_load_n(&w->beat, __ATOMIC_RELAXED) != beat) {
-			__atomic_store_n(&w->owner, owner, __ATOMIC_RELAXED);
-			__atomic_store_n(&w->beat, beat, __ATOMIC_RELAXED);
-			__atomic_store_n(&w->since, now, __ATOMIC_RELAXED);
-			return false;
-		}
-		return now - __atomic_load_n(&w->since, __ATOMIC_RELAXED) >= p->client_timeout_ns;
-	}
-	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-		return true;
-	tag = __atomic_load_n(&s->start_tag, __ATOMIC_SEQ_CST);
-	start = __atomic_load_n(&s->starttime, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner || tag != owner)
+	/* a claim still being recorded is judged on its next look */
+	if (__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) != owner)
 		return false;
-	return proc_starttime(pid) != start;
+	if (mkv_client_local(p, slot, owner))
+		return !slot_locked(p, slot) &&
+			__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) == owner;
+	return heartbeat_dead(p, slot, owner);
 }
 
+/*
+ * If the client holding claim `owner` is dead, revoke the claim: the slot
+ * is free, its pin gone.  True if the claim no longer stands (revoked now
+ * or before): what it held may be reclaimed.
+ */
+bool
+mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
+{
+	struct mkv_slot *s = &p->slots[slot];
+
+	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner)
+		return true;
+	if (!mkv_client_dead(p, slot, owner))
+		return false;
+	if (__atomic_compare_exchange_n(&s->owner, &owner, MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0),
+			false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
+		p->super.persist(s, sizeof(*s));
+		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
+				MKV_SLOT_PID(owner));
+	}
+	return true;
+}
+
+/* Claim slot i from owner word `expect`: its byte locked first, then the owner word. */
 static bool
-slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect, uint32_t pid, uint64_t start)
+slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 {
 	struct mkv_slot *s = &p->slots[i];
 	uint32_t inc = MKV_SLOT_INC(expect) + 1;
-	uint64_t owner = MKV_SLOT_OWNER(inc, pid);
+	uint64_t owner = MKV_SLOT_OWNER(inc, p->pid);
 
-	if (!__atomic_compare_exchange_n(&s->owner, &expect, owner, false, __ATOMIC_SEQ_CST,
-			__ATOMIC_SEQ_CST))
+	if (slot_lock(p, i, F_WRLCK))
 		return false;
+	if (!__atomic_compare_exchange_n(&s->owner, &expect, owner, false, __ATOMIC_SEQ_CST,
+			__ATOMIC_SEQ_CST)) {
+		slot_lock(p, i, F_UNLCK);
+		return false;
+	}
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->node, p->node, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->flags, p->flags & MKV_RDONLY, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->starttime, start, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->start_tag, owner, __ATOMIC_SEQ_CST);
-	p->super.persist(s, sizeof(*s));
+	__atomic_store_n(&s->boot, p->boot, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->boot_tag, owner, __ATOMIC_SEQ_CST);
 	p->slot = i;
 	p->incarnation = inc;
 	mkv_client_beat(p);
+	p->super.persist(s, sizeof(*s));
 	return true;
 }
 
 int
 mkv_client_attach(struct mkv_pool *p)
 {
-	uint32_t pid = (uint32_t)getpid(), n = p->sb->max_clients;
-	uint64_t start = proc_starttime(pid), o;
+	uint32_t n = p->sb->max_clients;
+	uint64_t o;
 
-	p->pid = pid;
+	p->pid = (uint32_t)getpid();
+	p->boot = mkv_boot_id();
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
-		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o, pid, start))
+		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o))
 			return 0;
 	}
 	/* None free: take over the slot of a client that died without closing. */
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
-		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o, pid, start)) {
+		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o)) {
 			mkv_log(MKV_LOG_INFO, "pool %s: took over slot %u of dead client %u",
 					p->path, i, MKV_SLOT_PID(o));
 			return 0;
 		}
 	}
 	return mkv_err(MKV_E_USERS, "pool %s: all %u client slots are taken", p->path, n);
+}
+
+/* Whether our claim on our slot still stands. */
+bool
+mkv_client_alive(const struct mkv_pool *p)
+{
+	return __atomic_load_n(&p->slots[p->slot].owner, __ATOMIC_SEQ_CST) == mkv_client_owner(p);
+}
+
+/*
+ * The checks every call on a handle makes first: a handle, not one
+ * inherited across fork(), whose client still holds its slot.
+ */
+int
+mkv_client_check(const struct mkv_pool *p, const char *fn)
+{
+	if (!p)
+		return mkv_err(MKV_E_INVAL, "%s: pool is NULL", fn);
+	if (p->forked)
+		return mkv_err(MKV_E_INVAL,
+				"%s: a pool handle inherited across fork(): open the pool in this process",
+				fn);
+	if (!mkv_client_alive(p))
+		return mkv_err(MKV_E_EXPIRED,
+				"%s: pool %s: this handle's client was judged dead and lost its slot (paused longer than the client timeout?); its views may have changed: close the handle and open the pool again",
+				fn, p->path);
+	return 0;
 }
 
 /* Advance our heartbeat, for the nodes that cannot see our process. */
@@ -133,6 +239,9 @@ mkv_client_beat(struct mkv_pool *p)
 	struct mkv_slot *s = &p->slots[p->slot];
 	struct timespec wall;
 
+	/* a slot taken away from us is somebody else's now */
+	if (!mkv_client_alive(p))
+		return;
 	clock_gettime(CLOCK_REALTIME, &wall);
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
@@ -160,8 +269,12 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 	struct timespec wall;
 	size_t k = 0;
 
+	int rc;
+
 	mkv_err_clear();
-	if (!pool || !n || (!out && max))
+	if ((rc = mkv_client_check(pool, "mkv_pool_clients")))
+		return rc;
+	if (!n || (!out && max))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_clients: NULL argument");
 	granted = calloc(pool->sb->max_clients, sizeof(*granted));
 	if (!granted)
@@ -206,14 +319,18 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 	return 0;
 }
 
+/* Give the slot up (if it is still ours), then its lock. */
 void
 mkv_client_detach(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
+	uint64_t owner = mkv_client_owner(p);
 
-	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->start_tag, 0, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->owner, MKV_SLOT_OWNER(p->incarnation, 0), __ATOMIC_SEQ_CST);
-	p->super.persist(s, sizeof(*s));
+	if (__atomic_compare_exchange_n(&s->owner, &owner, MKV_SLOT_OWNER(p->incarnation, 0), false,
+			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
+		p->super.persist(s, sizeof(*s));
+	}
+	slot_lock(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;
 }

@@ -898,7 +898,7 @@ recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
 
 /* Whether the grant word names a live client's current claim. */
 static bool
-grant_valid(const struct mkv_pool *p, uint64_t w)
+grant_valid(struct mkv_pool *p, uint64_t w)
 {
 	uint64_t owner;
 
@@ -906,7 +906,7 @@ grant_valid(const struct mkv_pool *p, uint64_t w)
 		return false;
 	owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner, __ATOMIC_SEQ_CST);
 	return MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
-		!mkv_client_dead(p, MKV_PG_SLOT(w), owner);
+		!mkv_client_reap(p, MKV_PG_SLOT(w), owner);
 }
 
 /*
@@ -1039,21 +1039,10 @@ mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 		report->readers = 0;
 		return;
 	}
+	/* claims first, then what they held */
+	for (uint32_t i = 0; i < p->sb->max_clients; i++)
+		mkv_client_reap(p, i, __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST));
 	mkv_pages_reclaim(p, 0);
-	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
-		struct mkv_slot *s = &p->slots[i];
-		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
-
-		if (!mkv_client_dead(p, i, owner))
-			continue;
-		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		if (__atomic_compare_exchange_n(&s->owner, &owner,
-				MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0), false, __ATOMIC_SEQ_CST,
-				__ATOMIC_SEQ_CST))
-			mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path,
-					i, MKV_SLOT_PID(owner));
-		p->super.persist(s, sizeof(*s));
-	}
 	if (mdb_reader_check(p->reg.env, &stale) == 0)
 		report->readers = (uint32_t)stale;
 }

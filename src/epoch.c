@@ -56,10 +56,20 @@ ring_grow(struct mkv_epochs *ep)
 	return 0;
 }
 
+/*
+ * Publish our pin.  If our claim on the slot was revoked meanwhile (we were
+ * judged dead), the slot may be another client's by now: put back the pin
+ * that was there.  The caller learns of it from mkv_client_alive().
+ */
 static void
 pin_store(struct mkv_pool *p, uint64_t pin)
 {
-	__atomic_store_n(&p->slots[p->slot].pin, pin, __ATOMIC_SEQ_CST);
+	uint64_t *w = &p->slots[p->slot].pin, old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+
+	__atomic_store_n(w, pin, __ATOMIC_SEQ_CST);
+	mkv_full_fence();
+	if (!mkv_client_alive(p))
+		__atomic_compare_exchange_n(w, &pin, old, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -124,7 +134,7 @@ mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews)
  * forever); higher ones cannot hold back anything up to upto anyway.
  */
 uint64_t
-mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto)
+mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
 {
 	uint64_t min = UINT64_MAX;
 
@@ -136,7 +146,8 @@ mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto)
 
 		if (MKV_SLOT_PID(owner) == 0 || pin == 0 || pin >= min)
 			continue;
-		if (pin <= upto && mkv_client_dead(p, i, owner))
+		/* a dead client's pin holds nothing back once its claim is revoked */
+		if (pin <= upto && mkv_client_reap(p, i, owner))
 			continue;
 		min = pin;
 	}

@@ -162,6 +162,8 @@ struct mkv_pool {
 	uint32_t slot;            /* our client slot */
 	uint32_t pid;             /* our process, as the slot and the lease record name it */
 	uint32_t incarnation;     /* of our claim on it */
+	uint64_t boot;            /* our kernel's boot id, hashed (mkv_boot_id()) */
+	bool forked;              /* inherited across fork(): only close works */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
 	struct mkv_registry reg;
 	struct mkv_epochs epochs;
@@ -244,6 +246,7 @@ int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *si
 int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_opts *opts);
 int mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb);
 void mkv_reg_close(struct mkv_pool *p);
+void mkv_reg_forget(struct mkv_pool *p);
 int mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn);
 void mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn);
 int mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
@@ -255,9 +258,18 @@ int mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_
 int mkv_check_key(const void *key, size_t klen);
 
 /* client.c */
+static inline uint64_t mkv_client_owner(const struct mkv_pool *p)
+{
+	return MKV_SLOT_OWNER(p->incarnation, p->pid);
+}
+uint64_t mkv_boot_id(void);
 int mkv_client_attach(struct mkv_pool *p);
 void mkv_client_detach(struct mkv_pool *p);
+bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
+bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);
+bool mkv_client_alive(const struct mkv_pool *p);
+int mkv_client_check(const struct mkv_pool *p, const char *fn);
 void mkv_client_beat(struct mkv_pool *p);
 void mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses);
 
@@ -307,7 +319,7 @@ int mkv_epoch_init(struct mkv_epochs *ep);
 void mkv_epoch_fini(struct mkv_epochs *ep);
 uint64_t mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews);
 void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
-uint64_t mkv_epoch_min_pin(const struct mkv_pool *p, uint64_t upto);
+uint64_t mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto);
 
 /* alloc.c */
 uint64_t mkv_pt_load(const struct mkv_pool *p, uint64_t page);

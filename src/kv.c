@@ -34,9 +34,7 @@ mkv_key_hash(const void *key, size_t klen)
 static int
 check_pool(const struct mkv_pool *p, const char *fn)
 {
-	if (!p)
-		return mkv_err(MKV_E_INVAL, "%s: pool is NULL", fn);
-	return 0;
+	return mkv_client_check(p, fn);
 }
 
 static int
@@ -495,6 +493,24 @@ view_take(struct mkv_pool *p, const struct mkv_view *v, uint64_t *txn)
 	return true;
 }
 
+/*
+ * After views were taken: whether our pin was visible the whole time, that
+ * is, our client still holds its slot.  If not, the views are dropped.
+ */
+static int
+still_alive(struct mkv_pool *p, struct mkv_view *views, size_t n)
+{
+	uint64_t txn;
+
+	if (mkv_client_alive(p))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (views[i].data)
+			view_take(p, &views[i], &txn);
+	memset(views, 0, n * sizeof(*views));
+	return mkv_client_check(p, "mkv_get");
+}
+
 MKV_EXPORT int
 mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *view)
 {
@@ -517,7 +533,7 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 		mkv_reg_rtxn_done(pool, txn);
 	}
 	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
-	if (rc || (rc = view_set(pool, &e, epoch, view))) {
+	if (rc || (rc = view_set(pool, &e, epoch, view)) || (rc = still_alive(pool, view, 1))) {
 		mkv_epoch_leave(pool, epoch, 1);
 		return rc;
 	}
@@ -528,17 +544,17 @@ MKV_EXPORT int
 mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 {
 	uint64_t txn;
-	int rc;
 
 	mkv_err_clear();
-	if ((rc = check_pool(pool, "mkv_release")))
-		return rc;
+	if (!pool || pool->forked)
+		return check_pool(pool, "mkv_release");
 	if (!view || !view_take(pool, view, &txn))
 		return mkv_err(MKV_E_INVAL,
 				"mkv_release: not a live view of this handle (released already, or changed)");
 	mkv_epoch_leave(pool, txn, 1);
 	memset(view, 0, sizeof(*view));
-	return 0;
+	/* released either way; if our slot was taken, say the bytes may have changed */
+	return check_pool(pool, "mkv_release");
 }
 
 MKV_EXPORT int
@@ -634,6 +650,10 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 		}
 		mkv_reg_rtxn_done(pool, txn);
 		mkv_client_count(pool, nfound, (flags & MKV_BATCH_PREFIX) ? nfound < n : n - nfound);
+	}
+	if (!rc && (rc = still_alive(pool, views, n))) {
+		mkv_epoch_leave(pool, epoch, n);
+		return rc;
 	}
 	if (rc) {
 		for (i = 0; i < n; i++)

@@ -28,7 +28,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 5U
+#define MKV_FORMAT_VERSION 6U
 #define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
@@ -118,12 +118,14 @@ static_assert(sizeof(struct mkv_node) == 2 * MKV_CACHELINE, "two cachelines");
 /*
  * A client slot.  owner packs the claim: (incarnation << 32) | pid, pid 0
  * meaning free.  Every claim raises the incarnation, so grants recorded
- * under an older incarnation are recognisably orphaned.
+ * under an older incarnation are recognisably orphaned.  Its owner holds
+ * an open-file-description lock on byte <slot index> of super while it
+ * lives (client.c).
  */
 struct mkv_slot {
 	uint64_t owner;
-	uint64_t starttime;    /* owner's start time, clock ticks since boot */
-	uint64_t start_tag;    /* the owner value starttime was written for */
+	uint64_t boot;         /* owner's kernel: a hash of its boot id; 0 unknown */
+	uint64_t boot_tag;     /* the owner value boot was written for */
 	uint64_t node;         /* owner's node id */
 	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
 	uint64_t flags;        /* MKV_RDONLY of the owner's open */

@@ -263,16 +263,21 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 	v->pid = LOAD(l->holder_pid);
 }
 
-/* On our own node a holder's death is seen at once: its pid and slot. */
+/*
+ * A holder whose slot is no longer its own is gone; one on our kernel is
+ * seen dead at once (client.c), in any PID namespace.  Any other holder is
+ * judged by the lease's heartbeat.
+ */
 static bool
 holder_dead_here(const struct mkv_pool *p, const struct lease_view *v)
 {
 	uint64_t owner;
 
-	if (v->node != p->node_idx + 1 || v->slot >= p->sb->max_clients)
+	if (v->slot >= p->sb->max_clients)
 		return false;
 	owner = LOAD(p->slots[v->slot].owner);
-	return MKV_SLOT_PID(owner) != v->pid || mkv_client_dead(p, v->slot, owner);
+	return MKV_SLOT_PID(owner) != v->pid ||
+		(mkv_client_local(p, v->slot, owner) && mkv_client_dead(p, v->slot, owner));
 }
 
 /*

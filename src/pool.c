@@ -58,12 +58,23 @@ fork_done(void)
 	pthread_mutex_unlock(&open_lock);
 }
 
-/* A child holds no lease, whatever its parent's handles did (it has p->pid wrong). */
+/*
+ * In a child, the handles it inherited are its parent's: they hold no
+ * lease, every call on them fails, and closing one frees only the child's
+ * memory.  The child's copy of super's descriptor goes at once, so that
+ * the parent's slot lock (client.c) is the parent's alone again: a child
+ * that outlives its parent must not keep the parent's slot looking alive.
+ */
 static void
 fork_child(void)
 {
-	for (struct mkv_pool *p = open_list; p; p = p->next_open)
+	for (struct mkv_pool *p = open_list; p; p = p->next_open) {
 		p->h.holding = false;
+		p->forked = true;
+		if (p->super_fd >= 0)
+			close(p->super_fd);
+		p->super_fd = -1;
+	}
 	fork_done();
 }
 
@@ -703,7 +714,12 @@ mkv_pool_close(struct mkv_pool **pool)
 		return;
 	p = *pool;
 	*pool = NULL;
-	if (p->slot != UINT32_MAX) {
+	if (p->forked) {
+		/* the slot, the views, the lease and LMDB's environment are the parent's */
+		open_list_remove(p);
+		mkv_lease_fini(p);
+		mkv_reg_forget(p);
+	} else if (p->slot != UINT32_MAX) {
 		/*
 		 * Unused grants go back if anyone can take them (else the next
 		 * holder's rebuild frees them), then the lease, then the slot.
@@ -720,7 +736,8 @@ mkv_pool_close(struct mkv_pool **pool)
 		mkv_lease_fini(p);
 		mkv_client_detach(p);
 	}
-	mkv_reg_close(p);
+	if (!p->forked)
+		mkv_reg_close(p);
 	mkv_unmap(&p->data);
 	mkv_unmap(&p->super);
 	if (p->data_fd >= 0)

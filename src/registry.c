@@ -261,6 +261,21 @@ mkv_reg_close(struct mkv_pool *p)
 	memset(&p->reg, 0, sizeof(p->reg));
 }
 
+/*
+ * In a child after fork(): free what is ours and leave LMDB's objects be.
+ * LMDB forbids using an environment across fork(), and closing it or
+ * aborting its read txns here would clear the parent's reader slots.
+ */
+void
+mkv_reg_forget(struct mkv_pool *p)
+{
+	if (p->reg.rtxn) {
+		free(p->reg.rtxn);
+		pthread_mutex_destroy(&p->reg.lock);
+	}
+	memset(&p->reg, 0, sizeof(p->reg));
+}
+
 int
 mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn)
 {

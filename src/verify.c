@@ -134,7 +134,9 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	int rc;
 
 	mkv_err_clear();
-	if (!pool || !report || (flags & ~MKV_VERIFY_VALID))
+	if ((rc = mkv_client_check(pool, "mkv_pool_verify")))
+		return rc;
+	if (!report || (flags & ~MKV_VERIFY_VALID))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_verify: NULL argument or unknown flags");
 	memset(report, 0, sizeof(*report));
 	if (!(mark = calloc(pool->nr_pages, 1)))
