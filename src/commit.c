@@ -779,8 +779,8 @@ commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b
 		mkv_lease_beat(p);
 	if (!mkv_lease_valid(p))
 		return mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
-	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn)))
-		return mkv_err_mdb(rc, "registry: write txn");
+	if ((rc = mkv_reg_wtxn(p, &txn)))
+		return rc;
 	fatal = fence(p, txn);
 	for (unsigned i = 0; i < n && !fatal; i++) {
 		struct mkv_req *r = &reqs[i];
@@ -803,7 +803,7 @@ commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b
 	if (!fatal)
 		fatal = record_dels(p, txn, b);
 	if (fatal) {
-		mdb_txn_abort(txn);
+		mkv_reg_wtxn_end(p, txn, false);
 		return fatal;
 	}
 	/*
@@ -811,9 +811,7 @@ commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b
 	 * were moved under the write lock, as each request was applied): the
 	 * next txn sees them, and a failed commit undoes them.
 	 */
-	if ((rc = mdb_txn_commit(txn)))
-		return mkv_err_mdb(rc, "registry: commit");
-	return 0;
+	return mkv_reg_wtxn_end(p, txn, true);
 }
 
 /*
@@ -958,16 +956,23 @@ mkv_recover(struct mkv_pool *p)
 	mark = calloc(p->nr_pages, 1);
 	if (!mark)
 		return mkv_err(MKV_E_NOMEM, "recover: out of memory");
-	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, &txn))) {
+	if ((rc = mkv_reg_wtxn(p, &txn))) {
 		free(mark);
-		return mkv_err_mdb(rc, "recover");
+		return rc;
 	}
 	if ((rc = fence(p, txn)) || (rc = recover_marks(p, txn, mark)) ||
 	    (rc = mkv_reg_meta_get(p, txn, "wm_low", &wm_low)) ||
 	    (rc = mkv_reg_meta_get(p, txn, "wm_high", &wm_high))) {
-		mdb_txn_abort(txn);
+		mkv_reg_wtxn_end(p, txn, false);
 		free(mark);
 		return rc;
+	}
+	if (wm_low > UINT32_MAX || wm_high > UINT32_MAX ||
+	    mkv_watermarks_check((unsigned)wm_low, (unsigned)wm_high)) {
+		mkv_log(MKV_LOG_WARN, "pool %s: damaged watermarks %llu/%llu: using the defaults",
+				p->path, (unsigned long long)wm_low, (unsigned long long)wm_high);
+		wm_low = MKV_DEFAULT_LOW_WATERMARK;
+		wm_high = MKV_DEFAULT_HIGH_WATERMARK;
 	}
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
 		uint64_t w = mkv_pt_load(p, i), want = MKV_PG_FREE;
@@ -995,8 +1000,8 @@ mkv_recover(struct mkv_pool *p)
 	p->super.persist(p->pt, p->nr_pages * sizeof(uint64_t));
 	p->h.wm_low = (uint32_t)wm_low;
 	p->h.wm_high = (uint32_t)wm_high;
-	if ((rc = mdb_txn_commit(txn)))
-		return mkv_err_mdb(rc, "recover");
+	if ((rc = mkv_reg_wtxn_end(p, txn, true)))
+		return rc;
 	if (leaked)
 		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed %llu pages nothing owned", p->path,
 				(unsigned long long)leaked);
@@ -1086,10 +1091,12 @@ mkv_service_main(void *arg)
 			h->last_reap_ns = now;
 		}
 		if (h->holding) {
-			n = mkv_rq_collect(p, reqs, MAX_BATCH);
-			if (n && mkv_commit(p, reqs, n) == MKV_E_FENCED)
+			int rc = (n = mkv_rq_collect(p, reqs, MAX_BATCH)) ? mkv_commit(p, reqs, n) : 0;
+
+			/* MKV_E_TIMEDOUT: nothing applied; they stay pending until we can write */
+			if (rc == MKV_E_FENCED)
 				mkv_lease_drop(p);
-			else if (n)
+			else if (n && rc != MKV_E_TIMEDOUT)
 				mkv_rq_post(p, reqs, n);
 		}
 		if (n || stop)

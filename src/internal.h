@@ -227,6 +227,7 @@ struct mkv_opts {
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);
+int mkv_flock_until(int fd, int how, uint64_t deadline);
 int mkv_watermarks_check(unsigned low, unsigned high);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
@@ -247,6 +248,8 @@ int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct 
 int mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb);
 void mkv_reg_close(struct mkv_pool *p);
 void mkv_reg_forget(struct mkv_pool *p);
+int mkv_reg_wtxn(struct mkv_pool *p, MDB_txn **txn);
+int mkv_reg_wtxn_end(struct mkv_pool *p, MDB_txn *txn, bool commit);
 int mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn);
 void mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn);
 int mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,

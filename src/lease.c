@@ -195,11 +195,19 @@ beat_node(struct mkv_pool *p)
 	persist(p, &me->beat, sizeof(me->beat));
 }
 
-static void
+static void bakery_exit(struct mkv_pool *p);
+
+/*
+ * Enter the bakery's critical section; false (and out of the bakery) if
+ * that took two lease periods: a node that is alive but never leaves (its
+ * representative stopped while another process of it keeps its beat) must
+ * not hang us.
+ */
+static bool
 bakery_enter(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
-	uint64_t max = 0, mine;
+	uint64_t max = 0, mine, deadline = mkv_now_ns() + 2 * p->lease_period_ns;
 
 	STORE(me->choosing, 1);
 	persist(p, &me->choosing, sizeof(me->choosing));
@@ -231,10 +239,15 @@ bakery_enter(struct mkv_pool *p)
 			}
 			if (node_dead(p, &w, n))
 				break;
+			if (mkv_now_ns() >= deadline) {
+				bakery_exit(p);
+				return false;
+			}
 			beat_node(p);
 			nap();
 		}
 	}
+	return true;
 }
 
 static void
@@ -359,6 +372,33 @@ mkv_lease_beat(struct mkv_pool *p)
 }
 
 /*
+ * The generation a new holder takes: one above both the lease record's and
+ * the registry's, which stores the token of every holder that committed.
+ * The two agree unless super was damaged or restored from an older copy;
+ * taking the larger repairs that instead of fencing every new holder out
+ * of the registry for ever.
+ */
+static uint64_t
+next_generation(struct mkv_pool *p, uint64_t lease_gen)
+{
+	uint64_t reg_gen = 0;
+	MDB_txn *txn;
+
+	if (mkv_reg_rtxn(p, &txn) == 0) {
+		if (mkv_reg_meta_get(p, txn, "generation", &reg_gen))
+			reg_gen = 0;
+		mkv_reg_rtxn_done(p, txn);
+	}
+	if (reg_gen > lease_gen) {
+		mkv_log(MKV_LOG_WARN,
+				"pool %s: the registry's generation %llu is above the lease's %llu: repaired",
+				p->path, (unsigned long long)reg_gen, (unsigned long long)lease_gen);
+		lease_gen = reg_gen;
+	}
+	return lease_gen + 1;
+}
+
+/*
  * Take the lease if it may be taken.  Called with h.lock held.  Returns 0
  * when this handle holds the lease (and its holder thread runs),
  * -EAGAIN when somebody else holds it or is taking it.
@@ -369,6 +409,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 	struct mkv_holder *h = &p->h;
 	struct mkv_lease *l = &p->state->lease;
 	struct lease_view v, now;
+	uint64_t gen = 0;
 	bool take;
 	int rc;
 
@@ -381,16 +422,20 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 	if (flock(h->node_lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return -EAGAIN;
 	lease_read(p, &v);
-	bakery_enter(p);
+	if (!bakery_enter(p)) {
+		flock(h->node_lock_fd, LOCK_UN);
+		return -EAGAIN;
+	}
 	lease_read(p, &now);
 	take = now.generation == v.generation && now.heartbeat == v.heartbeat &&
 		now.node == v.node && (now.node == 0 || holder_dead_here(p, &now) ||
 		mkv_lease_expired(p));
 	if (take) {
+		gen = next_generation(p, now.generation);
 		STORE(l->holder_node, p->node_idx + 1);
 		STORE(l->holder_slot, p->slot);
 		STORE(l->holder_pid, (uint32_t)getpid());
-		STORE(l->generation, now.generation + 1);
+		STORE(l->generation, gen);
 		STORE(l->heartbeat, now.heartbeat + 1);
 		persist(p, l, sizeof(*l));
 	}
@@ -399,7 +444,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 	if (!take)
 		return -EAGAIN;
 	h->holding = true;
-	h->generation = now.generation + 1;
+	h->generation = gen;
 	h->holder_id = mkv_holder_id(p);
 	h->last_renew_ns = mkv_now_ns();
 	mkv_log(MKV_LOG_INFO, "pool %s: lease taken: node %s slot %u pid %u generation %llu",
@@ -407,8 +452,9 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 			(unsigned long long)h->generation);
 	rc = mkv_recover(p);
 	if (rc) {
+		/* superseded, or a stopped holder is inside a write: someone may try again later */
 		mkv_lease_drop(p);
-		return rc == MKV_E_FENCED ? -EAGAIN : rc;
+		return rc == MKV_E_FENCED || rc == MKV_E_TIMEDOUT ? -EAGAIN : rc;
 	}
 	/*
 	 * The service thread now sleeps on the doorbell and serves; its first
@@ -465,17 +511,19 @@ mkv_lease_release(struct mkv_pool *p)
 	struct mkv_lease *l = &p->state->lease;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->holding) {
-		flock(h->node_lock_fd, LOCK_EX);
-		bakery_enter(p);
-		if (LOAD(l->generation) == h->generation) {
-			STORE(l->holder_node, 0);
-			STORE(l->holder_pid, 0);
-			persist(p, l, sizeof(*l));
+	/* if the bakery cannot be entered in time, the lease simply expires */
+	if (h->holding &&
+	    mkv_flock_until(h->node_lock_fd, LOCK_EX, mkv_now_ns() + p->lease_period_ns) == 0) {
+		if (bakery_enter(p)) {
+			if (LOAD(l->generation) == h->generation) {
+				STORE(l->holder_node, 0);
+				STORE(l->holder_pid, 0);
+				persist(p, l, sizeof(*l));
+			}
+			bakery_exit(p);
 		}
-		bakery_exit(p);
 		flock(h->node_lock_fd, LOCK_UN);
-		mkv_lease_drop(p);
 	}
+	mkv_lease_drop(p);
 	pthread_mutex_unlock(&h->lock);
 }

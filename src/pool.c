@@ -29,6 +29,8 @@
 #define MKV_DATA_SIZE_MAX (1ULL << 46)
 #define MKV_REGISTRY_MIN (1ULL << 20)
 #define MKV_REGISTRY_MAX (1ULL << 40)
+/* How long an open waits for another open or creation of the same pool. */
+#define DIR_LOCK_WAIT_NS (60 * 1000000000ULL)
 
 /*
  * Every handle runs a service thread.  A fork() while one of them is in
@@ -113,6 +115,26 @@ mkv_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * flock(fd, how | LOCK_NB) until it succeeds or the deadline (a
+ * mkv_now_ns() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
+ * by a stopped process must not hang the caller.
+ */
+int
+mkv_flock_until(int fd, int how, uint64_t deadline)
+{
+	struct timespec nap = { 0, 1000 * 1000 };
+
+	while (flock(fd, how | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (mkv_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&nap, NULL);
+	}
+	return 0;
 }
 
 static uint64_t
@@ -588,6 +610,7 @@ static int
 pool_dir_open(struct mkv_pool *p)
 {
 	struct stat st;
+	int rc;
 
 	if ((p->flags & MKV_CREATE) && mkdir(p->path, 0777) < 0 && errno != EEXIST)
 		return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
@@ -599,8 +622,14 @@ pool_dir_open(struct mkv_pool *p)
 			return mkv_err(MKV_E_NOTPOOL, "pool %s: not a directory", p->path);
 		return mkv_err(-errno, "pool %s: %m", p->path);
 	}
-	if (flock(p->dirfd, LOCK_EX) < 0)
-		return mkv_err(-errno, "pool %s: cannot lock directory: %m", p->path);
+	/* held while a pool is created (preallocating its files) or opened */
+	rc = mkv_flock_until(p->dirfd, LOCK_EX, mkv_now_ns() + DIR_LOCK_WAIT_NS);
+	if (rc == -ETIMEDOUT)
+		return mkv_err(MKV_E_TIMEDOUT,
+				"pool %s: another process has held the pool directory's lock for %u s",
+				p->path, (unsigned)(DIR_LOCK_WAIT_NS / 1000000000ULL));
+	if (rc)
+		return mkv_err(rc, "pool %s: cannot lock directory: %s", p->path, strerror(-rc));
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -259,6 +260,45 @@ mkv_reg_close(struct mkv_pool *p)
 	if (p->reg.env)
 		mdb_env_close(p->reg.env);
 	memset(&p->reg, 0, sizeof(p->reg));
+}
+
+/*
+ * A registry write txn, for the lease holder.  Only a holder writes, but a
+ * holder that was stopped inside a txn keeps LMDB's write mutex, and a
+ * successor would block on it for as long as the stop lasts.  So writers
+ * first take flock() of super, which they wait for a bounded time (a
+ * quarter lease period): MKV_E_TIMEDOUT if a stopped holder keeps it.
+ */
+int
+mkv_reg_wtxn(struct mkv_pool *p, MDB_txn **txn)
+{
+	int rc = mkv_flock_until(p->super_fd, LOCK_EX, mkv_now_ns() + p->lease_period_ns / 4);
+
+	if (rc == -ETIMEDOUT)
+		return mkv_err(MKV_E_TIMEDOUT,
+				"pool %s: another lease holder is inside a registry write (stopped?)",
+				p->path);
+	if (rc)
+		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
+	if ((rc = mdb_txn_begin(p->reg.env, NULL, 0, txn))) {
+		flock(p->super_fd, LOCK_UN);
+		return mkv_err_mdb(rc, "registry: write txn");
+	}
+	return 0;
+}
+
+/* Commit (or abort) what mkv_reg_wtxn() began; the commit's error. */
+int
+mkv_reg_wtxn_end(struct mkv_pool *p, MDB_txn *txn, bool commit)
+{
+	int rc = 0;
+
+	if (commit)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	flock(p->super_fd, LOCK_UN);
+	return rc ? mkv_err_mdb(rc, "registry: commit") : 0;
 }
 
 /*

@@ -122,6 +122,23 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 	}
 }
 
+/*
+ * Every holder stores its generation in the registry, and generations only
+ * grow: a registry ahead of the lease record means super was damaged or
+ * restored (the next holder repairs it, see lease.c).
+ */
+static void
+check_generation(struct mkv_pool *p, MDB_txn *txn, struct mkv_verify *v)
+{
+	uint64_t reg, lease = __atomic_load_n(&p->state->lease.generation, __ATOMIC_SEQ_CST);
+
+	if (mkv_reg_meta_get(p, txn, "generation", &reg))
+		problem(v, "%s", mkv_errormsg());
+	else if (reg > lease)
+		problem(v, "the registry's lease generation %llu is above the lease record's %llu",
+				(unsigned long long)reg, (unsigned long long)lease);
+}
+
 MKV_EXPORT int
 mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report)
 {
@@ -172,6 +189,7 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	if (ps.ms_entries != report->entries)
 		problem(report, "pages index has %zu records for %llu entries", ps.ms_entries,
 				(unsigned long long)report->entries);
+	check_generation(pool, txn, report);
 	mkv_reg_rtxn_done(pool, txn);
 	mkv_epoch_leave(pool, epoch, 1);
 	count_leaks(pool, mark, report);
