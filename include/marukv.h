@@ -411,7 +411,8 @@ struct mkv_reclaim {
 	uint64_t pins;            /**< pins of dead clients dropped */
 	uint64_t pages;           /**< granted or leaked pages returned to the free set */
 	uint64_t requests;        /**< dead clients' pending requests answered or dropped */
-	uint64_t reserved_[4];
+	uint64_t nodes;           /**< node table entries of nodes left with no live client, freed */
+	uint64_t reserved_[3];
 };
 /**
  * Reclaim what dead clients left: their slots, pins, granted pages and

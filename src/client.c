@@ -301,7 +301,7 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 		c->slot = i;
 		c->pid = MKV_SLOT_PID(owner);
 		node = __atomic_load_n(&s->node, __ATOMIC_SEQ_CST);
-		for (uint32_t j = 0; j < MKV_MAX_NODES; j++)
+		for (uint32_t j = 0; j < pool->sb->max_nodes; j++)
 			if (__atomic_load_n(&pool->nodes[j].id, __ATOMIC_SEQ_CST) == node)
 				memcpy(c->node, pool->nodes[j].name, MKV_NODE_NAME_MAX);
 		c->alive = !mkv_client_dead(pool, i, owner);

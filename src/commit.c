@@ -28,6 +28,7 @@
 #include <endian.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 
 #include "internal.h"
@@ -1044,10 +1045,14 @@ mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 		report->readers = 0;
 		return;
 	}
-	/* claims first, then what they held */
+	/* claims first, then what they held, then the entries of nodes left with no client */
 	for (uint32_t i = 0; i < p->sb->max_clients; i++)
 		mkv_client_reap(p, i, __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST));
 	mkv_pages_reclaim(p, 0);
+	if (flock(p->dirfd, LOCK_EX | LOCK_NB) == 0) {
+		report->nodes = mkv_nodes_reclaim(p);
+		flock(p->dirfd, LOCK_UN);
+	}
 	if (mdb_reader_check(p->reg.env, &stale) == 0)
 		report->readers = (uint32_t)stale;
 }

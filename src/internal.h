@@ -138,7 +138,8 @@ struct mkv_pool {
 	unsigned flags;
 	int dirfd, super_fd, data_fd;
 	struct mkv_mapping super, data;
-	struct mkv_super *sb;
+	struct mkv_super *sb;     /* &hdr: the superblock as checked at open */
+	struct mkv_super hdr;
 	struct mkv_state *state;
 	struct mkv_node *nodes;
 	struct mkv_slot *slots;
@@ -278,7 +279,9 @@ void mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses);
 
 /* lease.c */
 #define MKV_E_FENCED (MKV_E_BASE - 100)  /* internal: a newer holder exists */
-int mkv_node_attach(struct mkv_pool *p, const char *name);
+int mkv_node_name(struct mkv_pool *p, const char *name);
+int mkv_node_attach(struct mkv_pool *p);
+uint32_t mkv_nodes_reclaim(struct mkv_pool *p);
 int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 
 #include <xxhash.h>
@@ -688,7 +689,7 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 		st->hits += __atomic_load_n(&p->slots[i].hits, __ATOMIC_RELAXED);
 		st->misses += __atomic_load_n(&p->slots[i].misses, __ATOMIC_RELAXED);
 	}
-	if (node == 0 || node > MKV_MAX_NODES)
+	if (node == 0 || node > p->sb->max_nodes)
 		return;
 	st->lease_holder_pid = __atomic_load_n(&l->holder_pid, __ATOMIC_SEQ_CST);
 	st->lease_holder_slot = __atomic_load_n(&l->holder_slot, __ATOMIC_SEQ_CST);
@@ -752,6 +753,9 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 		}
 	}
 	st->max_clients = pool->sb->max_clients;
+	st->max_nodes = pool->sb->max_nodes;
+	for (uint32_t i = 0; i < st->max_nodes; i++)
+		st->nodes += __atomic_load_n(&pool->nodes[i].id, __ATOMIC_RELAXED) != 0;
 	for (uint32_t i = 0; i < st->max_clients; i++)
 		if (MKV_SLOT_PID(__atomic_load_n(&pool->slots[i].owner, __ATOMIC_RELAXED)))
 			st->clients++;
@@ -853,6 +857,11 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 		return rc;
 	if (r.out > report->pages)
 		report->pages = r.out;
+	/* the holder frees dead nodes' entries only when the directory lock is free: here it waits */
+	if (mkv_flock_until(pool->dirfd, LOCK_EX, mkv_now_ns() + pool->lease_period_ns) == 0) {
+		report->nodes = mkv_nodes_reclaim(pool);
+		flock(pool->dirfd, LOCK_UN);
+	}
 	if (mdb_reader_check(pool->reg.env, &stale) == 0)
 		report->readers += (uint32_t)stale;
 	return 0;

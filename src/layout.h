@@ -12,7 +12,7 @@
  *   [4096, 8192)           struct mkv_state: allocator state (holder), the
  *                          lease record (holder, or a contender inside the
  *                          bakery's critical section), the doorbell (clients)
- *   nodes_off              MKV_MAX_NODES x struct mkv_node, each by its node
+ *   nodes_off              max_nodes x struct mkv_node, each by its node
  *   slots_off              max_clients x struct mkv_slot
  *   rq_off                 max_clients x MKV_RQ_DEPTH x struct mkv_rq
  *   pt_off                 nr_pages x uint64_t page states, by the holder
@@ -29,7 +29,6 @@
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
 #define MKV_FORMAT_VERSION 6U
-#define MKV_MAX_NODES 32U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U

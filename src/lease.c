@@ -74,14 +74,9 @@ name_ok(const char *name)
 	return true;
 }
 
-/*
- * Find this node's entry in the node table, or claim a free one.  Claims
- * are serialised on one host by the directory lock mkv_pool_open() holds;
- * between hosts a claim is written, flushed and read back after a pause,
- * and given up if another node wrote over it.
- */
+/* This process's node: the name given, else $MARUKV_NODE, else the host name. */
 int
-mkv_node_attach(struct mkv_pool *p, const char *name)
+mkv_node_name(struct mkv_pool *p, const char *name)
 {
 	char host[256] = "";
 
@@ -99,33 +94,107 @@ mkv_node_attach(struct mkv_pool *p, const char *name)
 	memcpy(p->node_name, name, strlen(name) + 1);
 	p->node = mkv_fnv1a(name, strlen(name)) | 1;
 	p->node_idx = UINT32_MAX;
-	for (uint32_t i = 0; i < MKV_MAX_NODES; i++) {
-		struct mkv_node *n = &p->nodes[i];
+	return 0;
+}
 
-		if (LOAD(n->id) == p->node && strncmp(n->name, name, sizeof(n->name)) == 0) {
-			p->node_idx = i;
-			return 0;
-		}
+/*
+ * Whether node entry i (of node id) is in use: named by the lease, or the
+ * node of a client slot whose owner is not known dead.  A process claims
+ * its client slot before it looks for its node's entry (both under the
+ * pool directory's lock), so a node with no such slot has nobody to use
+ * its entry.
+ */
+static bool
+node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
+{
+	if (LOAD(p->state->lease.holder_node) == i + 1)
+		return true;
+	for (uint32_t s = 0; s < p->sb->max_clients; s++) {
+		uint64_t owner = LOAD(p->slots[s].owner);
+
+		if (MKV_SLOT_PID(owner) && LOAD(p->slots[s].node) == id &&
+		    !mkv_client_dead(p, s, owner))
+			return true;
 	}
-	if (p->flags & MKV_RDONLY)
-		return 0;
-	for (uint32_t i = 0; i < MKV_MAX_NODES; i++) {
+	return false;
+}
+
+/*
+ * Free the entries of nodes none of whose clients is alive; returns how
+ * many.  Called with the pool directory locked, which serialises it with
+ * claims on this host.  (Between hosts, a node that attaches while another
+ * host frees its entry loses it; nodes of other hosts are judged by their
+ * clients' heartbeats, so that takes a client timeout of silence first.)
+ */
+uint32_t
+mkv_nodes_reclaim(struct mkv_pool *p)
+{
+	uint32_t freed = 0;
+
+	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
+		struct mkv_node *n = &p->nodes[i];
+		uint64_t id = LOAD(n->id);
+
+		if (id == 0 || id == p->node || node_in_use(p, i, id))
+			continue;
+		STORE(n->id, 0);
+		persist(p, &n->id, sizeof(n->id));
+		STORE(n->number, 0);
+		STORE(n->choosing, 0);
+		memset(n->name, 0, sizeof(n->name));
+		persist(p, n, sizeof(*n));
+		freed++;
+	}
+	if (freed)
+		mkv_log(MKV_LOG_INFO, "pool %s: freed %u node table entries of dead nodes", p->path,
+				freed);
+	return freed;
+}
+
+static bool
+node_claim(struct mkv_pool *p)
+{
+	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 
 		if (LOAD(n->id) != 0)
 			continue;
 		memset(n->name, 0, sizeof(n->name));
-		memcpy(n->name, name, strlen(name));
+		memcpy(n->name, p->node_name, strlen(p->node_name));
 		STORE(n->id, p->node);
 		persist(p, n, sizeof(*n));
 		usleep(1000);
-		if (LOAD(n->id) == p->node && strncmp(n->name, name, sizeof(n->name)) == 0) {
+		if (LOAD(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
+			p->node_idx = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Find this node's entry in the node table, or claim a free one, freeing
+ * dead nodes' entries if none is free.  Called with the pool directory
+ * locked (which serialises claims on one host), after the client slot is
+ * claimed; between hosts a claim is written, flushed and read back after
+ * a pause, and given up if another node wrote over it.  A read-only
+ * handle never claims one.
+ */
+int
+mkv_node_attach(struct mkv_pool *p)
+{
+	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
+		struct mkv_node *n = &p->nodes[i];
+
+		if (LOAD(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
 			return 0;
 		}
 	}
-	return mkv_err(MKV_E_USERS, "pool %s: the node table (%u nodes) is full", p->path,
-			MKV_MAX_NODES);
+	if ((p->flags & MKV_RDONLY) || node_claim(p) || (mkv_nodes_reclaim(p) && node_claim(p)))
+		return 0;
+	return mkv_err(MKV_E_USERS, "pool %s: the node table is full: its %u entries are all nodes with live clients",
+			p->path, p->sb->max_nodes);
 }
 
 int
@@ -211,7 +280,7 @@ bakery_enter(struct mkv_pool *p)
 
 	STORE(me->choosing, 1);
 	persist(p, &me->choosing, sizeof(me->choosing));
-	for (uint32_t j = 0; j < MKV_MAX_NODES; j++) {
+	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		uint64_t nj = LOAD(p->nodes[j].number);
 
 		if (nj > max)
@@ -223,7 +292,7 @@ bakery_enter(struct mkv_pool *p)
 	STORE(me->choosing, 0);
 	persist(p, &me->choosing, sizeof(me->choosing));
 
-	for (uint32_t j = 0; j < MKV_MAX_NODES; j++) {
+	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		struct mkv_node *n = &p->nodes[j];
 		struct watch w = { LOAD(n->beat), mkv_now_ns() };
 

@@ -332,7 +332,7 @@ mkv_opts_set_node(struct mkv_opts *opts, const char *name)
 /* Offsets of everything in `super`, from the creation parameters. */
 static void
 layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
-		uint32_t max_clients)
+		uint32_t max_clients, uint32_t max_nodes)
 {
 	uint64_t off = 2 * MKV_SUPER_ALIGN;
 
@@ -341,11 +341,11 @@ layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
 	sb->data_size = page_size * nr_pages;
 	sb->max_clients = max_clients;
 	sb->slot_size = sizeof(struct mkv_slot);
-	sb->max_nodes = MKV_MAX_NODES;
+	sb->max_nodes = max_nodes;
 	sb->rq_depth = MKV_RQ_DEPTH;
 	sb->state_off = MKV_SUPER_ALIGN;
 	sb->nodes_off = off;
-	off = align_up(off + MKV_MAX_NODES * sizeof(struct mkv_node), MKV_SUPER_ALIGN);
+	off = align_up(off + (uint64_t)max_nodes * sizeof(struct mkv_node), MKV_SUPER_ALIGN);
 	sb->slots_off = off;
 	off = align_up(off + (uint64_t)max_clients * sizeof(struct mkv_slot), MKV_SUPER_ALIGN);
 	sb->rq_off = off;
@@ -442,7 +442,7 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	}
 	sb.uuid[6] = (uint8_t)((sb.uuid[6] & 0x0f) | 0x40);
 	sb.uuid[8] = (uint8_t)((sb.uuid[8] & 0x3f) | 0x80);
-	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients);
+	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients, opts->max_nodes);
 	sb.lease_period_ms = opts->lease_period_ms;
 	sb.client_timeout_ms = opts->client_timeout_ms;
 	regsize = opts->registry_size;
@@ -522,9 +522,10 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	if (sb->page_size < 4096 || sb->page_size > (1U << 30) ||
 	    (sb->page_size & (sb->page_size - 1)) || sb->nr_pages == 0 ||
 	    sb->max_clients == 0 || sb->max_clients > MKV_MAX_CLIENTS_LIMIT ||
+	    sb->max_nodes == 0 || sb->max_nodes > MKV_MAX_NODES_LIMIT ||
 	    sb->nr_pages > MKV_DATA_SIZE_MAX / sb->page_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock geometry out of range", p->path);
-	layout_compute(&want, sb->page_size, sb->nr_pages, sb->max_clients);
+	layout_compute(&want, sb->page_size, sb->nr_pages, sb->max_clients, sb->max_nodes);
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
 	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
 	    want.hint_off != sb->hint_off || want.state_off != sb->state_off ||
@@ -578,7 +579,9 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 			MKV_FILE_DATA);
 	if (rc)
 		return rc;
-	p->sb = p->super.addr;
+	/* never read back from the mapping, which anyone with access can change */
+	p->hdr = *hdr;
+	p->sb = &p->hdr;
 	p->state = (struct mkv_state *)((char *)p->super.addr + hdr->state_off);
 	p->nodes = (struct mkv_node *)((char *)p->super.addr + hdr->nodes_off);
 	p->slots = (struct mkv_slot *)((char *)p->super.addr + hdr->slots_off);
@@ -597,6 +600,8 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	}
 	p->page_size = hdr->page_size;
 	p->nr_pages = hdr->nr_pages;
+	p->sb->max_clients = hdr->max_clients;
+	p->sb->max_nodes = hdr->max_nodes;
 	p->page_shift = (unsigned)__builtin_ctzll(hdr->page_size);
 	p->lease_period_ns = (uint64_t)hdr->lease_period_ms * 1000000ULL;
 	p->client_timeout_ns = (uint64_t)hdr->client_timeout_ms * 1000000ULL;
@@ -709,11 +714,13 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	if ((rc = pool_dir_open(p)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
+	/* the client slot before the node entry: see mkv_nodes_reclaim() */
 	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
-	    (rc = mkv_node_attach(p, opts->node)))
+	    (rc = mkv_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
+	    (rc = mkv_node_attach(p)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
-	if ((rc = mkv_client_attach(p)) || (rc = mkv_lease_init(p)))
+	if ((rc = mkv_lease_init(p)))
 		goto fail;
 	open_list_add(p);
 	if ((rc = mkv_service_start(p)))
