@@ -64,26 +64,6 @@ mkv_boot_id(void)
 	return boot_id;
 }
 
-/* Lock (F_WRLCK) or unlock (F_UNLCK) slot i's byte of super; 0 or -errno. */
-static int
-slot_lock(struct mkv_pool *p, uint32_t i, short type)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
-
-	return fcntl(p->super_fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
-}
-
-/* Whether some open file description holds slot i's byte (true if unknown). */
-static bool
-slot_locked(const struct mkv_pool *p, uint32_t i)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
-
-	if (fcntl(p->super_fd, F_OFD_GETLK, &fl) < 0)
-		return true;
-	return fl.l_type != F_UNLCK;
-}
-
 static bool
 heartbeat_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
@@ -124,7 +104,7 @@ mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	if (__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) != owner)
 		return false;
 	if (mkv_client_local(p, slot, owner))
-		return !slot_locked(p, slot) &&
+		return !mkv_super_locked(p, slot) &&
 			__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) == owner;
 	return heartbeat_dead(p, slot, owner);
 }
@@ -161,11 +141,11 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	uint32_t inc = MKV_SLOT_INC(expect) + 1;
 	uint64_t owner = MKV_SLOT_OWNER(inc, p->pid);
 
-	if (slot_lock(p, i, F_WRLCK))
+	if (mkv_super_lock(p, i, F_WRLCK))
 		return false;
 	if (!__atomic_compare_exchange_n(&s->owner, &expect, owner, false, __ATOMIC_SEQ_CST,
 			__ATOMIC_SEQ_CST)) {
-		slot_lock(p, i, F_UNLCK);
+		mkv_super_lock(p, i, F_UNLCK);
 		return false;
 	}
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
@@ -331,6 +311,6 @@ mkv_client_detach(struct mkv_pool *p)
 		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
 		p->super.persist(s, sizeof(*s));
 	}
-	slot_lock(p, p->slot, F_UNLCK);
+	mkv_super_lock(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;
 }

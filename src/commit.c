@@ -895,17 +895,23 @@ recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
 	return rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "recover");
 }
 
-/* Whether the grant word names a live client's current claim. */
+/*
+ * Whether the grant word names a current claim whose client is not known
+ * dead.  Only deaths on our own kernel count here, which are certain: the
+ * slots of others are revoked by the reclamation pass before their pages
+ * go (client.c).
+ */
 static bool
-grant_valid(struct mkv_pool *p, uint64_t w)
+grant_valid(const struct mkv_pool *p, uint64_t w)
 {
 	uint64_t owner;
+	uint32_t slot = MKV_PG_SLOT(w);
 
-	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || MKV_PG_SLOT(w) >= p->sb->max_clients)
+	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || slot >= p->sb->max_clients)
 		return false;
-	owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner, __ATOMIC_SEQ_CST);
+	owner = __atomic_load_n(&p->slots[slot].owner, __ATOMIC_SEQ_CST);
 	return MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
-		!mkv_client_reap(p, MKV_PG_SLOT(w), owner);
+		!(mkv_client_local(p, slot, owner) && mkv_client_dead(p, slot, owner));
 }
 
 /*

@@ -17,6 +17,7 @@
 
 #define MKV_FILE_SUPER "super"
 #define MKV_FILE_REGISTRY "registry.mdb"
+#define MKV_FILE_LOCK "registry.mdb-lock"
 #define MKV_FILE_DATA "data"
 #define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
@@ -103,7 +104,6 @@ struct mkv_holder {
 	uint64_t generation;      /* ours while holding */
 	uint64_t holder_id;       /* who we are as holder: node, slot, incarnation */
 	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
-	int node_lock_fd;         /* node-local lock file, flock()ed while holding */
 	/* watching another holder's heartbeat, by our own clock */
 	uint64_t seen_generation, seen_beat, seen_since_ns;
 	uint32_t seen_holder;
@@ -165,6 +165,7 @@ struct mkv_pool {
 	uint32_t incarnation;     /* of our claim on it */
 	uint64_t boot;            /* our kernel's boot id, hashed (mkv_boot_id()) */
 	bool forked;              /* inherited across fork(): only close works */
+	gid_t create_gid;         /* while creating: the pool's group, or -1 */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
 	struct mkv_registry reg;
 	struct mkv_epochs epochs;
@@ -229,6 +230,12 @@ struct mkv_opts {
 };
 uint64_t mkv_now_ns(void);
 int mkv_flock_until(int fd, int how, uint64_t deadline);
+int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
+int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
+int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
+int mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type);
+int mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
+bool mkv_super_locked(const struct mkv_pool *p, uint64_t off);
 int mkv_watermarks_check(unsigned low, unsigned high);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {

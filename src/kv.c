@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <xxhash.h>
@@ -703,6 +704,7 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 MKV_EXPORT int
 mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 {
+	struct stat fst;
 	uint64_t wm_low = 0, wm_high = 0;
 	MDB_stat ms;
 	MDB_envinfo info;
@@ -753,6 +755,10 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 		}
 	}
 	st->max_clients = pool->sb->max_clients;
+	if (fstat(pool->super_fd, &fst) == 0) {
+		st->mode = fst.st_mode & 07777;
+		st->gid = (fst.st_mode & S_IRWXG) ? (uint32_t)fst.st_gid : 0;
+	}
 	st->max_nodes = pool->sb->max_nodes;
 	for (uint32_t i = 0; i < st->max_nodes; i++)
 		st->nodes += __atomic_load_n(&pool->nodes[i].id, __ATOMIC_RELAXED) != 0;

@@ -18,6 +18,14 @@
  *   pt_off                 nr_pages x uint64_t page states, by the holder
  *   hint_off               nr_pages x uint8_t access hints, by readers: the
  *                          tick when a value's first page was last read
+ *
+ * Open-file-description locks on bytes of super, which guard nothing in
+ * those bytes (and may lie past its end):
+ *   byte i                      held by the owner of client slot i while it
+ *                               lives (client.c)
+ *   MKV_NODE_LOCK_BASE + i      node entry i's node-local lock: its
+ *                               processes serialise on it (lease.c)
+ * and flock() of super serialises registry writers (registry.c).
  */
 #ifndef MKV_LAYOUT_H
 #define MKV_LAYOUT_H
@@ -41,6 +49,7 @@
 #define MKV_TABLE_NAME_LEN 511U
 #define MKV_TABLES 5U
 #define MKV_SUPER_ALIGN 4096U
+#define MKV_NODE_LOCK_BASE (1ULL << 32)
 
 struct mkv_super {
 	char magic[8];

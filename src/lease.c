@@ -3,10 +3,11 @@
  * lease.c -- the single-writer lease: node identity, the node-local lock,
  * Lamport's bakery between nodes, acquisition, heartbeat, expiry, release.
  *
- * Two tiers.  Processes of one node serialise on flock() of a per-node
- * file, POOL/node-NAME.lock, for as long as they run the bakery (not for
- * as long as they hold the lease: a stopped holder must not keep its own
- * node from taking over); the one holding it represents the node.
+ * Two tiers.  Processes of one node serialise on a byte-range lock of
+ * super named by their node's entry (layout.h), for as long as they run
+ * the bakery (not for as long as they hold the lease: a stopped holder
+ * must not keep its own node from taking over); the one holding it
+ * represents the node.
  * Representatives of different nodes run Lamport's bakery over their
  * entries in the node table, using only loads, stores and flushes of
  * single-writer words: no atomic instruction has to work between hosts.
@@ -34,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,24 +200,10 @@ mkv_node_attach(struct mkv_pool *p)
 int
 mkv_lease_init(struct mkv_pool *p)
 {
-	char file[64];
-
-	p->h.node_lock_fd = -1;
-	if (!(p->flags & MKV_RDONLY)) {
-		snprintf(file, sizeof(file), "node-%s.lock", p->node_name);
-		p->h.node_lock_fd = openat(p->dirfd, file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-		if (p->h.node_lock_fd < 0)
-			return mkv_err(-errno, "pool %s: cannot open %s: %m", p->path, file);
-	}
-	if (pthread_mutex_init(&p->h.lock, NULL)) {
-		close(p->h.node_lock_fd);
-		p->h.node_lock_fd = -1;
+	if (pthread_mutex_init(&p->h.lock, NULL))
 		return mkv_err(MKV_E_NOMEM, "lease: mutex");
-	}
 	if (pthread_cond_init(&p->h.wake, NULL)) {
 		pthread_mutex_destroy(&p->h.lock);
-		close(p->h.node_lock_fd);
-		p->h.node_lock_fd = -1;
 		return mkv_err(MKV_E_NOMEM, "lease: condition");
 	}
 	p->h.ready = true;
@@ -229,12 +215,22 @@ mkv_lease_fini(struct mkv_pool *p)
 {
 	if (!p->h.ready)
 		return;
-	if (p->h.node_lock_fd >= 0)
-		close(p->h.node_lock_fd);
-	p->h.node_lock_fd = -1;
 	pthread_cond_destroy(&p->h.wake);
 	pthread_mutex_destroy(&p->h.lock);
 	p->h.ready = false;
+}
+
+/* Our node's node-local lock (layout.h), waiting until deadline (0: not at all). */
+static bool
+node_lock(struct mkv_pool *p, uint64_t deadline)
+{
+	return mkv_super_lock_until(p, MKV_NODE_LOCK_BASE + p->node_idx, deadline) == 0;
+}
+
+static void
+node_unlock(struct mkv_pool *p)
+{
+	mkv_super_lock(p, MKV_NODE_LOCK_BASE + p->node_idx, F_UNLCK);
 }
 
 /* A node is dead to us once its beat stood still for a period by our clock. */
@@ -488,11 +484,11 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		return MKV_E_RDONLY;
 	if (!mkv_lease_expired(p))
 		return -EAGAIN;
-	if (flock(h->node_lock_fd, LOCK_EX | LOCK_NB) < 0)
+	if (!node_lock(p, 0))
 		return -EAGAIN;
 	lease_read(p, &v);
 	if (!bakery_enter(p)) {
-		flock(h->node_lock_fd, LOCK_UN);
+		node_unlock(p);
 		return -EAGAIN;
 	}
 	lease_read(p, &now);
@@ -509,7 +505,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		persist(p, l, sizeof(*l));
 	}
 	bakery_exit(p);
-	flock(h->node_lock_fd, LOCK_UN);
+	node_unlock(p);
 	if (!take)
 		return -EAGAIN;
 	h->holding = true;
@@ -581,8 +577,7 @@ mkv_lease_release(struct mkv_pool *p)
 
 	pthread_mutex_lock(&h->lock);
 	/* if the bakery cannot be entered in time, the lease simply expires */
-	if (h->holding &&
-	    mkv_flock_until(h->node_lock_fd, LOCK_EX, mkv_now_ns() + p->lease_period_ns) == 0) {
+	if (h->holding && node_lock(p, mkv_now_ns() + p->lease_period_ns)) {
 		if (bakery_enter(p)) {
 			if (LOAD(l->generation) == h->generation) {
 				STORE(l->holder_node, 0);
@@ -591,7 +586,7 @@ mkv_lease_release(struct mkv_pool *p)
 			}
 			bakery_exit(p);
 		}
-		flock(h->node_lock_fd, LOCK_UN);
+		node_unlock(p);
 	}
 	mkv_lease_drop(p);
 	pthread_mutex_unlock(&h->lock);

@@ -137,6 +137,45 @@ mkv_flock_until(int fd, int how, uint64_t deadline)
 	return 0;
 }
 
+/*
+ * Lock (F_WRLCK) or unlock (F_UNLCK) byte off of super with an
+ * open-file-description lock, without waiting: 0 or -errno (-EAGAIN: held
+ * by another).  See layout.h for which bytes mean what.
+ */
+int
+mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
+
+	return fcntl(p->super_fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+/* mkv_super_lock(F_WRLCK), retried until the deadline: 0, -ETIMEDOUT or -errno. */
+int
+mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline)
+{
+	struct timespec nap = { 0, 1000 * 1000 };
+	int rc;
+
+	while ((rc = mkv_super_lock(p, off, F_WRLCK)) == -EAGAIN || rc == -EACCES || rc == -EINTR) {
+		if (mkv_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&nap, NULL);
+	}
+	return rc;
+}
+
+/* Whether another open file description holds byte off of super (true if unknown). */
+bool
+mkv_super_locked(const struct mkv_pool *p, uint64_t off)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
+
+	if (fcntl(p->super_fd, F_OFD_GETLK, &fl) < 0)
+		return true;
+	return fl.l_type != F_UNLCK;
+}
+
 static uint64_t
 align_up(uint64_t v, uint64_t a)
 {
@@ -377,31 +416,167 @@ prealloc(int fd, uint64_t size, const char *path, const char *name)
 	return 0;
 }
 
-static void
-create_cleanup(struct mkv_pool *p, bool data_made)
+/* "read" or "read and write": the access open flags ask for. */
+static const char *
+access_name(int flags)
 {
-	if (data_made)
-		unlinkat(p->dirfd, MKV_FILE_DATA, 0);
-	unlinkat(p->dirfd, MKV_FILE_REGISTRY, 0);
-	unlinkat(p->dirfd, MKV_FILE_REGISTRY "-lock", 0);
-	unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
+	return (flags & O_ACCMODE) == O_RDONLY ? "read" : "read and write";
 }
 
-static int
-pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
+/*
+ * Open the pool file `name` without following a link, and check that it is
+ * a regular file with no other name: a link or a second name planted in
+ * the pool would make us write to another file (MKV_E_PERM).  -ENOENT if
+ * it is not there.  O_NONBLOCK keeps a FIFO planted there from hanging the
+ * open; it changes nothing for a regular file.
+ */
+int
+mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd)
 {
-	struct mkv_super sb;
+	struct stat st;
+
+	*fd = openat(p->dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (*fd < 0) {
+		if (errno == ENOENT)
+			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, name);
+		if (errno == ELOOP)
+			return mkv_err(MKV_E_PERM, "pool %s: %s is a symbolic link: refusing to follow it",
+					p->path, name);
+		if (errno == EACCES)
+			return mkv_err(-EACCES, "pool %s: %s: permission denied (%s access is needed; see SECURITY in marukv(7))",
+					p->path, name, access_name(flags));
+		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
+	}
+	if (fstat(*fd, &st) < 0)
+		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
+	if (!S_ISREG(st.st_mode))
+		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, name);
+	if (st.st_nlink != 1)
+		return mkv_err(MKV_E_PERM, "pool %s: %s has %llu names (hard links): refusing it",
+				p->path, name, (unsigned long long)st.st_nlink);
+	return 0;
+}
+
+/*
+ * Create the pool file `name`: never over anything already there (a file
+ * or a link), with the pool's permissions whatever the umask, and given to
+ * the pool's group if it has one.
+ */
+int
+mkv_file_create(struct mkv_pool *p, const char *name, int *fd)
+{
+	*fd = openat(p->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (*fd < 0)
+		return mkv_err(errno == EEXIST ? MKV_E_PERM : -errno, "pool %s: cannot create %s: %m",
+				p->path, name);
+	if (p->create_gid != (gid_t)-1 && fchown(*fd, (uid_t)-1, p->create_gid) < 0)
+		return mkv_err(errno == EPERM ? MKV_E_PERM : -errno,
+				"pool %s: cannot give %s to group %u: %m", p->path, name,
+				(unsigned)p->create_gid);
+	if (fchmod(*fd, p->create_gid != (gid_t)-1 ? 0660 : 0600) < 0)
+		return mkv_err(-errno, "pool %s: cannot set the mode of %s: %m", p->path, name);
+	return 0;
+}
+
+/*
+ * Check a pool file that another library opens by name (LMDB's): a
+ * regular file with one name, and the access it will need.  The pool's
+ * directory is writable by its owner alone (pool_dir_open()), so nobody
+ * else can swap the file between this check and that open.
+ */
+int
+mkv_file_check(struct mkv_pool *p, const char *name, int flags)
+{
+	struct stat st;
+
+	if (fstatat(p->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, name);
+		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
+	}
+	if (S_ISLNK(st.st_mode))
+		return mkv_err(MKV_E_PERM, "pool %s: %s is a symbolic link: refusing to follow it",
+				p->path, name);
+	if (!S_ISREG(st.st_mode))
+		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, name);
+	if (st.st_nlink != 1)
+		return mkv_err(MKV_E_PERM, "pool %s: %s has %llu names (hard links): refusing it",
+				p->path, name, (unsigned long long)st.st_nlink);
+	if (faccessat(p->dirfd, name, (flags & O_ACCMODE) == O_RDONLY ? R_OK : R_OK | W_OK,
+			AT_EACCESS) < 0)
+		return mkv_err(-errno, "pool %s: %s: %m (%s access is needed; see SECURITY in marukv(7))",
+				p->path, name, access_name(flags));
+	return 0;
+}
+
+/*
+ * Open `data`: a regular file, checked like every pool file, or a
+ * device-DAX node (a character device), which an administrator may also
+ * place as a symbolic link to /dev/daxX.Y; a link to anything else is
+ * refused.  -ENOENT if it is not there.
+ */
+static int
+data_fd_open(struct mkv_pool *p, int flags)
+{
+	bool linked = false;
+	struct stat st;
+
+	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (p->data_fd < 0 && errno == ELOOP) {
+		linked = true;
+		p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NONBLOCK | O_CLOEXEC);
+	}
+	if (p->data_fd < 0) {
+		if (errno == ENOENT)
+			return mkv_err(-ENOENT, "pool %s: data is missing", p->path);
+		if (errno == EACCES)
+			return mkv_err(-EACCES, "pool %s: data: permission denied (%s access is needed; see SECURITY in marukv(7))",
+					p->path, access_name(flags));
+		return mkv_err(-errno, "pool %s: data: %m", p->path);
+	}
+	if (fstat(p->data_fd, &st) < 0)
+		return mkv_err(-errno, "pool %s: data: %m", p->path);
+	if (S_ISCHR(st.st_mode))
+		return 0;
+	if (linked)
+		return mkv_err(MKV_E_PERM,
+				"pool %s: data is a symbolic link to something other than a device-DAX node",
+				p->path);
+	if (!S_ISREG(st.st_mode))
+		return mkv_err(MKV_E_PERM, "pool %s: data is not a regular file", p->path);
+	if (st.st_nlink != 1)
+		return mkv_err(MKV_E_PERM, "pool %s: data has %llu names (hard links): refusing it",
+				p->path, (unsigned long long)st.st_nlink);
+	return 0;
+}
+
+/* Remove what a failed creation made, and only that. */
+struct made {
+	bool data, registry, lock, super_new;
+};
+
+static void
+create_cleanup(struct mkv_pool *p, const struct made *m)
+{
+	if (m->data)
+		unlinkat(p->dirfd, MKV_FILE_DATA, 0);
+	if (m->registry)
+		unlinkat(p->dirfd, MKV_FILE_REGISTRY, 0);
+	if (m->lock)
+		unlinkat(p->dirfd, MKV_FILE_LOCK, 0);
+	if (m->super_new)
+		unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
+}
+
+/* The data arena of a new pool: made here, or a device-DAX node placed as `data` beforehand. */
+static int
+create_data(struct mkv_pool *p, const struct mkv_opts *opts, uint64_t *nr_pages, bool *made)
+{
 	enum mkv_backing kind = MKV_BACKING_FILE;
-	uint64_t nr_pages, regsize, devsize;
-	bool data_made = false;
-	int fd = -1, rc;
+	uint64_t devsize;
+	int rc = data_fd_open(p, O_RDWR);
 
-	memset(&sb, 0, sizeof(sb));
-	nr_pages = align_up(opts->data_size, opts->page_size) / opts->page_size;
-
-	/* A device-DAX node placed as `data` beforehand backs the arena. */
-	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, O_RDWR | O_CLOEXEC);
-	if (p->data_fd >= 0) {
+	if (rc == 0) {
 		rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &devsize, p->dax_device,
 				sizeof(p->dax_device), &p->dax_align);
 		if (rc)
@@ -410,23 +585,35 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 			return mkv_err(MKV_E_CORRUPT,
 				"pool %s: data exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
 				p->path);
-		nr_pages = devsize / opts->page_size;
-		if (nr_pages == 0)
+		*nr_pages = devsize / opts->page_size;
+		if (*nr_pages == 0)
 			return mkv_err(MKV_E_INVAL, "pool %s: device-DAX data is smaller than a page",
 					p->path);
-	} else {
-		if (errno != ENOENT)
-			return mkv_err(-errno, "pool %s: data: %m", p->path);
-		p->data_fd = openat(p->dirfd, MKV_FILE_DATA, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-				0666);
-		if (p->data_fd < 0)
-			return mkv_err(-errno, "pool %s: cannot create data: %m", p->path);
-		data_made = true;
-		rc = prealloc(p->data_fd, nr_pages * opts->page_size, p->path, MKV_FILE_DATA);
-		if (rc)
-			goto fail;
+		return 0;
 	}
-	if (faccessat(p->dirfd, MKV_FILE_REGISTRY, F_OK, 0) == 0) {
+	if (rc != -ENOENT)
+		return rc;
+	if ((rc = mkv_file_create(p, MKV_FILE_DATA, &p->data_fd)))
+		return rc;
+	*made = true;
+	return prealloc(p->data_fd, *nr_pages * opts->page_size, p->path, MKV_FILE_DATA);
+}
+
+static int
+pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
+{
+	struct mkv_super sb;
+	struct made made = { false };
+	struct stat st;
+	uint64_t nr_pages, regsize;
+	int fd = -1, rc;
+
+	memset(&sb, 0, sizeof(sb));
+	nr_pages = align_up(opts->data_size, opts->page_size) / opts->page_size;
+	p->create_gid = opts->has_group ? opts->gid : (gid_t)-1;
+	if ((rc = create_data(p, opts, &nr_pages, &made.data)))
+		goto fail;
+	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		rc = mkv_err(MKV_E_CORRUPT,
 			"pool %s: registry.mdb exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
 			p->path);
@@ -452,15 +639,23 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	sb.ctime = (uint64_t)time(NULL);
 	sb.csum = super_csum(&sb);
 
-	rc = mkv_reg_create(p, &sb, opts);
-	if (rc)
+	/* LMDB opens its files by name: they exist, safely made, before it does */
+	if ((rc = mkv_file_create(p, MKV_FILE_REGISTRY, &fd)))
+		goto fail;
+	made.registry = true;
+	close(fd);
+	if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
+		goto fail;
+	made.lock = true;
+	close(fd);
+	if ((rc = mkv_reg_create(p, &sb, opts)))
 		goto fail;
 
-	fd = openat(p->dirfd, MKV_FILE_SUPER ".new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (fd < 0) {
-		rc = mkv_err(-errno, "pool %s: cannot create super: %m", p->path);
+	/* a super.new left by a creation that died is ours to replace (never followed) */
+	unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
+	if ((rc = mkv_file_create(p, MKV_FILE_SUPER ".new", &fd)))
 		goto fail;
-	}
+	made.super_new = true;
 	rc = prealloc(fd, sb.super_size, p->path, MKV_FILE_SUPER);
 	if (rc)
 		goto fail;
@@ -480,9 +675,10 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 fail:
 	if (fd >= 0)
 		close(fd);
-	close(p->data_fd);
+	if (p->data_fd >= 0)
+		close(p->data_fd);
 	p->data_fd = -1;
-	create_cleanup(p, data_made);
+	create_cleanup(p, &made);
 	return rc;
 }
 
@@ -548,13 +744,11 @@ data_open(struct mkv_pool *p, const struct mkv_super *sb)
 	uint64_t size;
 	int rc;
 
-	p->data_fd = openat(p->dirfd, MKV_FILE_DATA,
-			((p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (p->data_fd < 0) {
-		if (errno == ENOENT)
-			return mkv_err(MKV_E_CORRUPT, "pool %s: data file is missing", p->path);
-		return mkv_err(-errno, "pool %s: data: %m", p->path);
-	}
+	rc = data_fd_open(p, (p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR);
+	if (rc == -ENOENT)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: data file is missing", p->path);
+	if (rc)
+		return rc;
 	rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &size, p->dax_device,
 			sizeof(p->dax_device), &p->dax_align);
 	if (rc)
@@ -611,22 +805,56 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	return 0;
 }
 
+/*
+ * Open (or create) the pool's directory and lock it.  It must be a
+ * directory itself, not a link (its parents may be), owned by us or by
+ * root, and writable by nobody else: anyone else who could write it could
+ * plant links or files in it for us to open (SECURITY in marukv(7)).  A
+ * directory we create is 0700, or 0750 with the pool's group.
+ */
 static int
-pool_dir_open(struct mkv_pool *p)
+pool_dir_open(struct mkv_pool *p, const struct mkv_opts *opts)
 {
+	bool made = false;
 	struct stat st;
 	int rc;
 
-	if ((p->flags & MKV_CREATE) && mkdir(p->path, 0777) < 0 && errno != EEXIST)
-		return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
-	p->dirfd = open(p->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->flags & MKV_CREATE) {
+		if (mkdir(p->path, 0700) == 0)
+			made = true;
+		else if (errno != EEXIST)
+			return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
+	}
+	p->dirfd = open(p->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (p->dirfd < 0) {
 		if (errno == ENOENT)
 			return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
-		if (errno == ENOTDIR && stat(p->path, &st) == 0)
+		if (errno == ELOOP || (errno == ENOTDIR && lstat(p->path, &st) == 0 && S_ISLNK(st.st_mode)))
+			return mkv_err(MKV_E_PERM, "pool %s: the directory is a symbolic link: refusing to follow it",
+					p->path);
+		if (errno == ENOTDIR)
 			return mkv_err(MKV_E_NOTPOOL, "pool %s: not a directory", p->path);
+		if (errno == EACCES)
+			return mkv_err(-EACCES, "pool %s: permission denied: the pool's directory is not open to this user (see SECURITY in marukv(7))",
+					p->path);
 		return mkv_err(-errno, "pool %s: %m", p->path);
 	}
+	if (fstat(p->dirfd, &st) < 0)
+		return mkv_err(-errno, "pool %s: %m", p->path);
+	if (st.st_uid != geteuid() && st.st_uid != 0)
+		return mkv_err(MKV_E_PERM,
+				"pool %s: the directory belongs to uid %u, neither this user nor root: refusing it",
+				p->path, (unsigned)st.st_uid);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return mkv_err(MKV_E_PERM,
+				"pool %s: the directory is writable by %s: refusing it (chmod go-w)",
+				p->path, (st.st_mode & S_IWOTH) ? "others" : "its group");
+	if (made && opts->has_group && fchown(p->dirfd, (uid_t)-1, opts->gid) < 0)
+		return mkv_err(errno == EPERM ? MKV_E_PERM : -errno,
+				"pool %s: cannot give the directory to group %u: %m", p->path,
+				(unsigned)opts->gid);
+	if (made && fchmod(p->dirfd, opts->has_group ? 0750 : 0700) < 0)
+		return mkv_err(-errno, "pool %s: cannot set the directory's mode: %m", p->path);
 	/* held while a pool is created (preallocating its files) or opened */
 	rc = mkv_flock_until(p->dirfd, LOCK_EX, mkv_now_ns() + DIR_LOCK_WAIT_NS);
 	if (rc == -ETIMEDOUT)
@@ -638,28 +866,27 @@ pool_dir_open(struct mkv_pool *p)
 	return 0;
 }
 
+/*
+ * Open super, creating the pool first if it is not there and we may.
+ * Every handle writes its client slot in super, read-only ones too.
+ */
 static int
 super_open(struct mkv_pool *p, const struct mkv_opts *opts)
 {
-	int rc;
+	struct stat st;
+	int rc = mkv_file_open(p, MKV_FILE_SUPER, O_RDWR, &p->super_fd);
 
-	p->super_fd = openat(p->dirfd, MKV_FILE_SUPER, O_RDWR | O_CLOEXEC);
-	if (p->super_fd >= 0 || errno != ENOENT)
-		goto opened;
+	if (rc != -ENOENT)
+		return rc;
 	if (!(p->flags & MKV_CREATE)) {
-		if (faccessat(p->dirfd, MKV_FILE_REGISTRY, F_OK, 0) == 0 ||
-		    faccessat(p->dirfd, MKV_FILE_DATA, F_OK, 0) == 0)
+		if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+		    fstatat(p->dirfd, MKV_FILE_DATA, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: super is missing", p->path);
 		return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
 	}
-	rc = pool_create(p, opts);
-	if (rc)
+	if ((rc = pool_create(p, opts)))
 		return rc;
-	p->super_fd = openat(p->dirfd, MKV_FILE_SUPER, O_RDWR | O_CLOEXEC);
-opened:
-	if (p->super_fd < 0)
-		return mkv_err(-errno, "pool %s: super: %m", p->path);
-	return 0;
+	return mkv_file_open(p, MKV_FILE_SUPER, O_RDWR, &p->super_fd);
 }
 
 MKV_EXPORT int
@@ -705,13 +932,12 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	/* distinct for every handle a process opens: no struct of a closed one matches */
 	if (getrandom(&p->cookie, sizeof(p->cookie), 0) != sizeof(p->cookie))
 		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_now_ns();
-	p->h.node_lock_fd = -1;
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
 	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
 	    (rc = mkv_rq_init(p)))
 		goto fail;
 
-	if ((rc = pool_dir_open(p)) || (rc = super_open(p, opts)) ||
+	if ((rc = pool_dir_open(p, opts)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
 	/* the client slot before the node entry: see mkv_nodes_reclaim() */

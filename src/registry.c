@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -47,7 +48,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	    (rc = mdb_env_set_maxreaders(p->reg.env, readers_for(sb))))
 		return mkv_err_mdb(rc, "registry: configure");
 	rc = mdb_env_open(p->reg.env, *file,
-			MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags, 0666);
+			MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags, 0600);
 	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is not a valid LMDB environment: %s",
 				p->path, mdb_strerror(rc));
@@ -178,6 +179,28 @@ out:
 	return rc;
 }
 
+/*
+ * LMDB's lock file: every handle writes its reader slots there.  If it was
+ * removed, make it again as the pool's other files are (LMDB would create
+ * it through whatever the name leads to, with the umask's mode).
+ */
+static int
+lock_file(struct mkv_pool *p)
+{
+	struct stat st;
+	int rc = mkv_file_check(p, MKV_FILE_LOCK, O_RDWR), fd;
+
+	if (rc != -ENOENT)
+		return rc;
+	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
+	p->create_gid = (st.st_mode & S_IRWXG) ? st.st_gid : (gid_t)-1;
+	if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
+		return rc;
+	close(fd);
+	return 0;
+}
+
 int
 mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 {
@@ -189,11 +212,14 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	char *file = NULL;
 	int rc, stale = 0;
 
-	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, 0) < 0) {
-		if (errno == ENOENT)
-			return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is missing", p->path);
+	/* LMDB opens both files by name: check them first (see mkv_file_check()) */
+	rc = mkv_file_check(p, MKV_FILE_REGISTRY, (p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR);
+	if (rc == -ENOENT)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is missing", p->path);
+	if (rc || (rc = lock_file(p)))
+		return rc;
+	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
-	}
 	if ((uint64_t)st.st_size < sb->registry_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is %lld bytes, expected %llu",
 				p->path, (long long)st.st_size,
