@@ -246,9 +246,7 @@ MKV_EXPORT int
 mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size_t *n)
 {
 	uint64_t *granted;
-	struct timespec wall;
 	size_t k = 0;
-
 	int rc;
 
 	mkv_err_clear();
@@ -266,7 +264,6 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 		    MKV_PG_INC(w) == MKV_SLOT_INC(pool->slots[MKV_PG_SLOT(w)].owner))
 			granted[MKV_PG_SLOT(w)]++;
 	}
-	clock_gettime(CLOCK_REALTIME, &wall);
 	for (uint32_t i = 0; i < pool->sb->max_clients; i++) {
 		const struct mkv_slot *s = &pool->slots[i];
 		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST), node;
@@ -291,8 +288,7 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 			__atomic_load_n(&pool->state->lease.holder_pid, __ATOMIC_SEQ_CST) == c->pid;
 		c->pin = __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST);
 		c->pages_granted = granted[i];
-		c->heartbeat_age_ms = ((int64_t)wall.tv_sec * 1000000000LL + wall.tv_nsec -
-				(int64_t)__atomic_load_n(&s->beat_wall_ns, __ATOMIC_RELAXED)) / 1000000;
+		c->heartbeat_age_ms = mkv_age_ms(__atomic_load_n(&s->beat_wall_ns, __ATOMIC_RELAXED));
 	}
 	free(granted);
 	*n = k;

@@ -167,7 +167,7 @@ static void
 tick_pages(struct mkv_pool *p, uint64_t pages)
 {
 	uint64_t quantum = p->nr_pages >= 128 ? p->nr_pages / 128 : 1;
-	uint64_t sum = p->state->tick_pages + pages, tick = p->state->tick ? p->state->tick : 1;
+	uint64_t sum = p->state->tick_pages % quantum + pages, tick = mkv_tick(p);
 
 	for (uint64_t n = sum / quantum; n; n--) {
 		tick = tick % 255 + 1;
@@ -451,7 +451,7 @@ evictable(struct mkv_pool *p, MDB_txn *txn, uint64_t pg, unsigned min_age,
 		uint8_t key[MKV_KEY_MAX], MDB_val *k)
 {
 	return page_key(p, txn, pg, key, k) &&
-		mkv_hint_age(p->state->tick, __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED)) >=
+		mkv_hint_age(mkv_tick(p), __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED)) >=
 		min_age && is_tail(p, txn, mkv_key_hash(k->mv_data, k->mv_size));
 }
 
@@ -536,7 +536,7 @@ static int
 evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
 	struct sweep w = { .want = want, .have = room(p) };
-	uint64_t hand = p->state->clock, tick = p->state->tick ? p->state->tick : 1, total;
+	uint64_t hand = p->state->clock, tick = mkv_tick(p), total;
 	uint8_t key[MKV_KEY_MAX];
 	unsigned age;
 	MDB_val k;
@@ -688,6 +688,9 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 	case MKV_OP_WATERMARKS: {
 		int rc;
 
+		if (r->ext.page > 100 || r->ext.npages > 100)
+			return mkv_err(MKV_E_INVAL, "watermarks: %llu/%llu percent",
+					(unsigned long long)r->ext.page, (unsigned long long)r->ext.npages);
 		if ((rc = mkv_watermarks_check((unsigned)r->ext.page, (unsigned)r->ext.npages)))
 			return rc;
 		if ((rc = mkv_reg_meta_put(p, txn, "wm_low", r->ext.page)) ||

@@ -202,15 +202,17 @@ static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)
 {
 	return hint ? (unsigned)((tick + 255 - hint) % 255) : MKV_AGE_CAP;
 }
-/*
- * A read of the value at page: a plain store, no lock and no registry
- * write.  Before the first round (tick 0) reads store tick 1.
- */
-static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
+/* The holder's tick, 1 to 255 whatever the shared word holds (0 before the first round: 1). */
+static inline uint64_t mkv_tick(const struct mkv_pool *p)
 {
 	uint64_t tick = __atomic_load_n(&p->state->tick, __ATOMIC_RELAXED);
 
-	__atomic_store_n(&p->hints[page], (uint8_t)(tick ? tick : 1), __ATOMIC_RELAXED);
+	return tick ? (tick - 1) % 255 + 1 : 1;
+}
+/* A read of the value at page: a plain store, no lock and no registry write. */
+static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
+{
+	__atomic_store_n(&p->hints[page], (uint8_t)mkv_tick(p), __ATOMIC_RELAXED);
 }
 unsigned mkv_age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap);
 
@@ -229,6 +231,7 @@ struct mkv_opts {
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);
+int64_t mkv_age_ms(uint64_t wall_ns);
 int mkv_flock_until(int fd, int how, uint64_t deadline);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
 int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);

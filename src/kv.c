@@ -676,7 +676,6 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 {
 	const struct mkv_lease *l = &p->state->lease;
 	uint32_t node = __atomic_load_n(&l->holder_node, __ATOMIC_SEQ_CST);
-	struct timespec now;
 
 	st->lease_generation = __atomic_load_n(&l->generation, __ATOMIC_SEQ_CST);
 	st->lease_period_ms = p->sb->lease_period_ms;
@@ -696,9 +695,7 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->lease_holder_slot = __atomic_load_n(&l->holder_slot, __ATOMIC_SEQ_CST);
 	st->lease_holder_node_idx = node - 1;
 	memcpy(st->lease_holder_node, p->nodes[node - 1].name, MKV_NODE_NAME_MAX);
-	clock_gettime(CLOCK_REALTIME, &now);
-	st->lease_heartbeat_age_ms = ((int64_t)now.tv_sec * 1000000000LL + now.tv_nsec -
-			(int64_t)__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST)) / 1000000;
+	st->lease_heartbeat_age_ms = mkv_age_ms(__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST));
 }
 
 MKV_EXPORT int
@@ -882,7 +879,7 @@ static void
 evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
 {
 	uint64_t want = (p->nr_pages * free_pct + 99) / 100, have = 0, hand = p->state->clock;
-	uint64_t tick = p->state->tick ? p->state->tick : 1;
+	uint64_t tick = mkv_tick(p);
 	uint8_t *taken = calloc(p->nr_pages, 1);
 	unsigned age, turns[3];
 	MDB_txn *txn;

@@ -118,6 +118,23 @@ mkv_now_ns(void)
 }
 
 /*
+ * Milliseconds from a CLOCK_REALTIME time another process wrote in the
+ * pool (a heartbeat's) to now, by this host's clock; negative if it is in
+ * the future.  Any value: the word may be damaged.
+ */
+int64_t
+mkv_age_ms(uint64_t wall_ns)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
+		-(int64_t)((wall_ns - now) / 1000000);
+}
+
+/*
  * flock(fd, how | LOCK_NB) until it succeeds or the deadline (a
  * mkv_now_ns() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
  * by a stopped process must not hang the caller.

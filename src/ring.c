@@ -298,6 +298,11 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
 		}
 		entry_put(p, idx);
 	}
+	/* an answer in shared memory is checked like anything else read from the pool */
+	if (a.result != 0 && !(a.result < 0 && a.result > -4096) &&
+	    !(a.result <= MKV_E_NOTFOUND && a.result >= MKV_E_LAST))
+		a.result = mkv_err(MKV_E_CORRUPT, "pool %s: the lease holder answered %d", p->path,
+				a.result);
 	r->result = a.result;
 	r->ext = a.ext;
 	r->out = a.out;
