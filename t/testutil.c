@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,89 @@ tu_shared_free(void *p, size_t size)
 {
 	if (p != NULL)
 		munmap(p, size);
+}
+
+/* ---- controlling child processes ---- */
+
+int
+tu_read_byte(int fd, double secs)
+{
+	double end = tu_now() + secs;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	unsigned char c;
+	ssize_t n;
+	int ms, rc;
+
+	for (;;) {
+		ms = (int)((end - tu_now()) * 1000.0);
+		if (ms < 0)
+			return -2;
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			return -2;
+		n = read(fd, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 1 ? c : -1;
+	}
+}
+
+int
+tu_write_byte(int fd, char c)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
+int
+tu_stop(pid_t pid, double secs)
+{
+	double end = tu_now() + secs;
+	int status;
+	pid_t r;
+
+	if (kill(pid, SIGSTOP) < 0)
+		return -1;
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG | WUNTRACED);
+		if (r == pid && WIFSTOPPED(status))
+			return 0;
+		if (r == pid || (r < 0 && errno != EINTR) || tu_now() > end)
+			return -1;
+		tu_sleep_ms(1);
+	}
+}
+
+/* ---- filling a pool ---- */
+
+long
+tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, size_t len)
+{
+	char key[64];
+	size_t klen;
+	long n = 0;
+	int rc;
+
+	for (;;) {
+		klen = tu_key(key, prefix, *next);
+		rc = tu_put(pool, key, klen, len);
+		if (rc == MKV_E_NOSPC)
+			return n;
+		if (rc < 0)
+			return rc;
+		(*next)++;
+		/* a pool that evicts on its own never fills */
+		if (++n > 1000000)
+			return -ELOOP;
+	}
 }
 
 /* ---- running ---- */

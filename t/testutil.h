@@ -112,6 +112,36 @@ int tu_wait(pid_t pid);
 void *tu_shared(size_t size);
 void tu_shared_free(void *p, size_t size);
 
+/* ---- controlling child processes ---- */
+
+/** One byte from @p fd within @p secs seconds: the byte (0 to 255), -2 on
+ * timeout, -1 at end of file or on error. */
+int tu_read_byte(int fd, double secs);
+/** Write one byte to @p fd; 0 or -1. */
+int tu_write_byte(int fd, char c);
+/** SIGSTOP the child @p pid and wait (at most @p secs) until it has
+ * stopped; 0, or -1 if it did not (or is not our child). */
+int tu_stop(pid_t pid, double secs);
+/** Repeat @p cond (an expression) every millisecond for at most @p secs
+ * seconds; true once it holds. */
+#define TU_UNTIL(cond, secs) ({ \
+	double tu_end_ = tu_now() + (secs); \
+	int tu_ok_; \
+	while (!(tu_ok_ = !!(cond)) && tu_now() < tu_end_) \
+		tu_sleep_ms(1); \
+	tu_ok_; \
+})
+
+/* ---- filling a pool ---- */
+
+/**
+ * Put @p len byte pattern values under the keys "<prefix><n>" (tu_key)
+ * for n = *next, *next + 1, ... until mkv_put() fails with MKV_E_NOSPC;
+ * *next ends past the last key put.  Returns how many were put, or the
+ * first other error code (-ELOOP after a million: a pool that evicts).
+ */
+long tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, size_t len);
+
 /* ---- running ---- */
 
 /** Run the suite with Check's runner (CK_NORMAL); EXIT_SUCCESS/FAILURE. */
