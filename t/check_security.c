@@ -320,6 +320,38 @@ users_make(void)
 		users_remove();
 }
 
+/*
+ * Users and groups an earlier run left (it was killed before removing
+ * them): named after a process that is gone.
+ */
+static void
+users_remove_stale(void)
+{
+	char names[64][32];
+	unsigned n = 0, pid;
+	struct passwd *pw;
+	struct group *gr;
+	char kind;
+
+	setpwent();
+	while ((pw = getpwent()) != NULL && n < 64)
+		if (sscanf(pw->pw_name, "mkv%c%u", &kind, &pid) == 2 && (kind == 'o' || kind == 'i') &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			snprintf(names[n++], sizeof(names[0]), "%s", pw->pw_name);
+	endpwent();
+	for (unsigned i = 0; i < n; i++)
+		run_retry((char *[]){ "userdel", "-f", names[i], NULL });
+	n = 0;
+	setgrent();
+	while ((gr = getgrent()) != NULL && n < 64)
+		if (sscanf(gr->gr_name, "mkv%c%u", &kind, &pid) == 2 && kind == 'g' &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			snprintf(names[n++], sizeof(names[0]), "%s", gr->gr_name);
+	endgrent();
+	for (unsigned i = 0; i < n; i++)
+		run_retry((char *[]){ "groupdel", names[i], NULL });
+}
+
 /* ---- fixture ---- */
 
 static void
@@ -930,14 +962,33 @@ security_suite(void)
 	return s;
 }
 
+/*
+ * As root, the users live for the whole run: made before the suite, and
+ * removed by a parent that outlives it (an interrupted or killed run of
+ * the suite still removes them).
+ */
 int
 main(void)
 {
+	pid_t pid;
 	int rc;
 
-	if (geteuid() == 0)
-		users_make();
-	rc = tu_run_suite(security_suite());
+	if (geteuid() != 0)
+		return tu_run_suite(security_suite());
+	users_remove_stale();
+	users_make();
+	pid = fork();
+	if (pid < 0) {
+		users_remove();
+		return EXIT_FAILURE;
+	}
+	if (pid == 0)
+		_exit(tu_run_suite(security_suite()));
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	rc = tu_wait(pid);
 	users_remove();
 	return rc;
 }
