@@ -65,71 +65,16 @@ open_pool(const char *path, unsigned flags, struct mkv_pool **pool)
 	return rc;
 }
 
-/* A child with a pipe each way: commands in, progress out. */
-struct child {
-	pid_t pid;
-	int cmd;    /* parent writes */
-	int ev;     /* parent reads */
-};
-
-static void
-child_start(struct child *c, int (*fn)(const char *, int, int, void *), const char *path,
-		void *arg)
-{
-	int down[2], up[2];
-
-	ck_assert_int_eq(pipe(down), 0);
-	ck_assert_int_eq(pipe(up), 0);
-	c->pid = tu_fork();
-	ck_assert_int_ge(c->pid, 0);
-	if (c->pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		_exit(fn(path, down[0], up[1], arg));
-	}
-	close(down[0]);
-	close(up[1]);
-	c->cmd = down[1];
-	c->ev = up[0];
-}
-
-static void
-child_end(struct child *c)
-{
-	if (c->pid > 0) {
-		kill(c->pid, SIGCONT);
-		kill(c->pid, SIGKILL);
-		tu_wait(c->pid);
-	}
-	if (c->cmd >= 0)
-		close(c->cmd);
-	if (c->ev >= 0)
-		close(c->ev);
-	c->pid = -1;
-	c->cmd = c->ev = -1;
-}
-
-/* The child's next event must be @p want within 20 s. */
-static void
-child_expect(struct child *c, const char *who, char want)
-{
-	int got = tu_read_byte(c->ev, 20);
-
-	if (got == want)
-		return;
-	kill(c->pid, SIGKILL);
-	ck_abort_msg("%s: expected event '%c', got %d (exit status %d)", who, want, got,
-			tu_wait(c->pid));
-}
-
 /* H: open first (taking the lease), then serve until killed. */
+static char pool_path[512];
+
 static int
-run_holder(const char *path, int cmd, int ev, void *arg)
+run_holder(int cmd, int ev, void *arg)
 {
 	struct mkv_pool *pool;
 
 	(void)cmd, (void)arg;
-	if (open_pool(path, 0, &pool) < 0)
+	if (open_pool(pool_path, 0, &pool) < 0)
 		return 10;
 	tu_write_byte(ev, 'o');
 	for (;;)
@@ -138,13 +83,13 @@ run_holder(const char *path, int cmd, int ev, void *arg)
 
 /* A: open; on 'a' allocate and fill its buffer; on 'p' publish it. */
 static int
-run_a(const char *path, int cmd, int ev, void *arg)
+run_a(int cmd, int ev, void *arg)
 {
 	size_t len = *(const size_t *)arg;
 	struct mkv_pool *pool;
 	struct mkv_buf buf;
 
-	if (open_pool(path, 0, &pool) < 0)
+	if (open_pool(pool_path, 0, &pool) < 0)
 		return 20;
 	tu_write_byte(ev, 'o');
 	if (tu_read_byte(cmd, 60) != 'a')
@@ -168,7 +113,7 @@ struct b_arg {
 
 /* B: open; on 'f' fill the pool with one-page values; on 'b' allocate, fill, publish. */
 static int
-run_b(const char *path, int cmd, int ev, void *arg)
+run_b(int cmd, int ev, void *arg)
 {
 	struct b_arg *ba = arg;
 	struct gshared *sh = ba->sh;
@@ -176,7 +121,7 @@ run_b(const char *path, int cmd, int ev, void *arg)
 	struct mkv_buf buf;
 	unsigned next = 0;
 
-	if (open_pool(path, 0, &pool) < 0)
+	if (open_pool(pool_path, 0, &pool) < 0)
 		return 30;
 	tu_write_byte(ev, 'o');
 	if (tu_read_byte(cmd, 60) != 'f')
@@ -227,11 +172,11 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 	size_t a_len = (size_t)a_pages * G_PAGE - 100, b_len = (size_t)b_pages * G_PAGE - 7;
 	struct gshared *sh = tu_shared(sizeof(*sh));
 	struct b_arg ba = { b_len, sh };
-	struct child h = { -1, -1, -1 }, a = { -1, -1, -1 }, b = { -1, -1, -1 };
+	struct tu_child h = TU_CHILD_NONE, a = TU_CHILD_NONE, b = TU_CHILD_NONE;
 	struct mkv_pool *mon = NULL;
 	struct mkv_verify vr;
 	struct mkv_stat st;
-	char path[512], what[640];
+	char what[640];
 	size_t off = strlen(out);
 	int rc, a_exists;
 
@@ -244,31 +189,31 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 		off = outsz - 1; \
 } while (0)
 
-	snprintf(path, sizeof(path), "%s/pool%u", tu_dir, round);
-	TU_OK(open_pool(path, MKV_CREATE, &mon));
+	snprintf(pool_path, sizeof(pool_path), "%s/pool%u", tu_dir, round);
+	TU_OK(open_pool(pool_path, MKV_CREATE, &mon));
 	mkv_pool_close(&mon);
 
 	/* H opens first and takes the lease; A and B in the slot order wanted */
-	child_start(&h, run_holder, path, NULL);
-	child_expect(&h, "H", 'o');
+	tu_child_start(&h, run_holder, NULL);
+	tu_child_expect(&h, "H", 'o', 20);
 	if (b_first) {
-		child_start(&b, run_b, path, &ba);
-		child_expect(&b, "B", 'o');
+		tu_child_start(&b, run_b, &ba);
+		tu_child_expect(&b, "B", 'o', 20);
 	}
-	child_start(&a, run_a, path, &a_len);
-	child_expect(&a, "A", 'o');
+	tu_child_start(&a, run_a, &a_len);
+	tu_child_expect(&a, "A", 'o', 20);
 	if (!b_first) {
-		child_start(&b, run_b, path, &ba);
-		child_expect(&b, "B", 'o');
+		tu_child_start(&b, run_b, &ba);
+		tu_child_expect(&b, "B", 'o', 20);
 	}
 	/* A takes its grant, then B fills everything else */
 	tu_write_byte(a.cmd, 'a');
-	child_expect(&a, "A", 'a');
+	tu_child_expect(&a, "A", 'a', 20);
 	tu_write_byte(b.cmd, 'f');
-	child_expect(&b, "B", 'f');
+	tu_child_expect(&b, "B", 'f', 20);
 	ck_assert_msg(sh->b_filled > 0, "B put nothing");
 
-	TU_OK(open_pool(path, MKV_RDONLY, &mon));
+	TU_OK(open_pool(pool_path, MKV_RDONLY, &mon));
 	ck_assert_msg((slot_of(mon, a.pid) < slot_of(mon, b.pid)) == !b_first,
 			"setup: A's slot %u, B's slot %u", slot_of(mon, a.pid), slot_of(mon, b.pid));
 	tu_stat(mon, &st);
@@ -316,9 +261,9 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 		PROBLEM("mkv_pool_verify(DEEP) = %d: %llu problems, first: %s", rc,
 				(unsigned long long)vr.problems, vr.first_problem);
 	mkv_pool_close(&mon);
-	child_end(&h);
-	child_end(&a);
-	child_end(&b);
+	tu_child_end(&h);
+	tu_child_end(&a);
+	tu_child_end(&b);
 	tu_shared_free(sh, sizeof(*sh));
 #undef PROBLEM
 }

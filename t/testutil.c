@@ -450,6 +450,56 @@ tu_stop(pid_t pid, double secs)
 	}
 }
 
+void
+tu_child_start(struct tu_child *c, int (*fn)(int cmd, int ev, void *arg), void *arg)
+{
+	int down[2], up[2];
+
+	ck_assert_int_eq(pipe(down), 0);
+	ck_assert_int_eq(pipe(up), 0);
+	c->pid = tu_fork();
+	ck_assert_int_ge(c->pid, 0);
+	if (c->pid == 0) {
+		close(down[1]);
+		close(up[0]);
+		_exit(fn(down[0], up[1], arg));
+	}
+	close(down[0]);
+	close(up[1]);
+	c->cmd = down[1];
+	c->ev = up[0];
+}
+
+void
+tu_child_expect(struct tu_child *c, const char *who, char want, double secs)
+{
+	int got = tu_read_byte(c->ev, secs), status;
+
+	if (got == want)
+		return;
+	kill(c->pid, SIGKILL);
+	status = tu_wait(c->pid);
+	c->pid = -1;
+	ck_abort_msg("%s: expected event '%c' within %.0f s, got %d (exit status %d)", who, want,
+			secs, got, status);
+}
+
+void
+tu_child_end(struct tu_child *c)
+{
+	if (c->pid > 0) {
+		kill(c->pid, SIGCONT);
+		kill(c->pid, SIGKILL);
+		tu_wait(c->pid);
+	}
+	if (c->cmd >= 0)
+		close(c->cmd);
+	if (c->ev >= 0)
+		close(c->ev);
+	c->pid = -1;
+	c->cmd = c->ev = -1;
+}
+
 /* ---- filling a pool ---- */
 
 long

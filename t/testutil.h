@@ -122,6 +122,24 @@ int tu_write_byte(int fd, char c);
 /** SIGSTOP the child @p pid and wait (at most @p secs) until it has
  * stopped; 0, or -1 if it did not (or is not our child). */
 int tu_stop(pid_t pid, double secs);
+/**
+ * A child process stepped through a scenario: the parent writes command
+ * bytes to @c cmd, the child answers with event bytes on @c ev.
+ */
+struct tu_child {
+	pid_t pid;
+	int cmd;  /* parent's end: commands to the child */
+	int ev;   /* parent's end: events from the child */
+};
+/** Fork (tu_fork) a child that exits with fn(cmd, ev, arg), its ends of the pipes; asserts. */
+void tu_child_start(struct tu_child *c, int (*fn)(int cmd, int ev, void *arg), void *arg);
+/** The child's next event must be @p want within @p secs; else it is
+ * killed and the test fails, naming @p who and its exit status. */
+void tu_child_expect(struct tu_child *c, const char *who, char want, double secs);
+/** Kill (after SIGCONT) and reap the child if it runs, close the pipes;
+ * accepts a child never started or already ended (pid -1). */
+void tu_child_end(struct tu_child *c);
+#define TU_CHILD_NONE { -1, -1, -1 }
 /** Repeat @p cond (an expression) every millisecond for at most @p secs
  * seconds; true once it holds. */
 #define TU_UNTIL(cond, secs) ({ \
