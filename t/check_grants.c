@@ -65,9 +65,10 @@ open_pool(const char *path, unsigned flags, struct mkv_pool **pool)
 	return rc;
 }
 
-/* H: open first (taking the lease), then serve until killed. */
+/* The pool of the current round. */
 static char pool_path[512];
 
+/* H: open first (taking the lease), then serve until killed. */
 static int
 run_holder(int cmd, int ev, void *arg)
 {
