@@ -37,7 +37,6 @@ struct bystanders {
 };
 
 static struct bystanders by;
-static unsigned churn_next;
 
 static void
 misuse_setup(void)
@@ -46,7 +45,6 @@ misuse_setup(void)
 	pool = NULL;
 	TU_OK(tu_pool_create(tu_dir, TU_DATA_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS, &pool));
 	memset(&by, 0, sizeof(by));
-	churn_next = 0;
 }
 
 static void
@@ -68,32 +66,6 @@ bystanders_start(int views)
 	by.viewed = views;
 	for (int i = 0; views && i < NBYSTANDERS; i += 2)
 		TU_OK(mkv_get(pool, by.key[i], by.klen[i], &by.view[i]));
-}
-
-/*
- * Fill the pool with one-page values and delete them, twice: every page
- * nobody pins is written over.  Returns 0, or a code that went wrong.
- */
-static int
-churn(void)
-{
-	char key[64];
-	size_t klen;
-	int rc;
-
-	for (int round = 0; round < 2; round++) {
-		unsigned first = churn_next;
-		long n = tu_fill_until_full(pool, "churn", &churn_next, PAGE);
-
-		if (n < 0)
-			return (int)n;
-		for (unsigned i = first; i < churn_next; i++) {
-			klen = tu_key(key, "churn", i);
-			if ((rc = mkv_del(pool, key, klen)) != 0)
-				return rc;
-		}
-	}
-	return 0;
 }
 
 /* Offset of the first byte of a view that is not its key's pattern, or -1. */
@@ -122,7 +94,7 @@ bystanders_check(void)
 	if (by.viewed) {
 		for (int i = 0; i < NBYSTANDERS; i += 2)
 			TU_OK(mkv_del(pool, by.key[i], by.klen[i]));
-		rc = churn();
+		rc = tu_churn(pool, "churn", 2);
 		ck_assert_msg(rc == 0, "filling and emptying the pool: %d (%s): %s", rc,
 				mkv_strerror(rc), mkv_errormsg());
 		for (int i = 0; i < NBYSTANDERS; i += 2) {
@@ -380,7 +352,7 @@ START_TEST(test_second_release_through_copy_is_refused)
 	TU_OK(mkv_release(pool, &v1));
 	rc = mkv_release(pool, &copy);
 	TU_OK(mkv_del(pool, "v2", 2));
-	churned = churn();
+	churned = tu_churn(pool, "churn", 2);
 	off = view_damage(&v2, "v2", 2, len);
 	ck_assert_msg(rc == MKV_E_INVAL && off == -1 && churned == 0,
 			"releasing a released view again through a copy returned %d (%s), "
@@ -406,7 +378,7 @@ START_TEST(test_view_with_moved_data_pointer_is_refused)
 	moved.data = (const char *)moved.data + PAGE;
 	rc = mkv_release(pool, &moved);
 	TU_OK(mkv_del(pool, "v", 1));
-	churned = churn();
+	churned = tu_churn(pool, "churn", 2);
 	off = view_damage(&v, "v", 1, len);
 	ck_assert_msg(rc == MKV_E_INVAL && off == -1 && churned == 0,
 			"releasing a view whose data pointer was moved returned %d (%s), "

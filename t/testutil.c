@@ -524,6 +524,32 @@ tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, si
 	}
 }
 
+int
+tu_churn(struct mkv_pool *pool, const char *prefix, int rounds)
+{
+	struct mkv_stat st;
+	char key[64];
+	unsigned next;
+	long n;
+	int rc;
+
+	if ((rc = mkv_pool_stat(pool, &st)) < 0)
+		return rc;
+	for (int r = 0; r < rounds; r++) {
+		next = 0;
+		n = tu_fill_until_full(pool, prefix, &next, st.page_size);
+		if (n < 0)
+			return (int)n;
+		for (unsigned i = 0; i < next; i++) {
+			size_t klen = tu_key(key, prefix, i);
+
+			if ((rc = mkv_del(pool, key, klen)) < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 /* ---- running ---- */
 
 void

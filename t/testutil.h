@@ -159,6 +159,12 @@ void tu_child_end(struct tu_child *c);
  * first other error code (-ELOOP after a million: a pool that evicts).
  */
 long tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, size_t len);
+/**
+ * Fill the pool with one-page values (keys "<prefix><n>") and delete them
+ * all, @p rounds times, so that every page nobody holds (granted, or
+ * pinned by a view) is written over.  0, or the first error code.
+ */
+int tu_churn(struct mkv_pool *pool, const char *prefix, int rounds);
 
 /* ---- running ---- */
 
