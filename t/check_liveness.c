@@ -551,7 +551,7 @@ START_TEST(test_paused_reader_of_another_node_expires)
 	/* the writer did judge it dead: its slot went */
 	ck_assert_msg(rep1.clients == 1, "setup: reclaim took %u clients", rep1.clients);
 	ck_assert_msg(res.rel_rc == MKV_E_EXPIRED && res.get_rc == MKV_E_EXPIRED &&
-			res.put_rc == MKV_E_EXPIRED && res.exists_rc == MKV_E_EXPIRED,
+			res.put_rc == MKV_E_EXPIRED && res.exists_rc == MKV_E_EXPIRED && res.msg[0],
 			"a reader of node \"b\", paused past the client timeout while its key was "
 			"deleted and its slot reclaimed (its view %s): mkv_release = %d (\"%s\"), "
 			"then mkv_get = %d, mkv_put = %d, mkv_exists = %d; all should be "
