@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -177,15 +178,20 @@ open_pool(const char *path, unsigned flags, gid_t gid, const char *node, struct 
 
 /* ---- other users ---- */
 
-/* Become user @p name (its groups too), in a child; 0 or -1. */
+/*
+ * Become user @p name (its groups too), in a child; 0 or -1.  Changing
+ * credentials clears the parent-death signal tu_fork() set: set it again.
+ */
 static int
 become(const char *name)
 {
 	struct passwd *pw = getpwnam(name);
+	pid_t parent = getppid();
 
 	if (pw == NULL || initgroups(name, pw->pw_gid) < 0 ||
 	    setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
-	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
+	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		return -1;
 	return 0;
 }
