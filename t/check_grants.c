@@ -148,8 +148,9 @@ run_b(int cmd, int ev, void *arg)
 	return 0;
 }
 
-static uint32_t
-slot_of(struct mkv_pool *pool, pid_t pid)
+/* The client entry of @p pid; asserts it has one. */
+static struct mkv_client
+client_of(struct mkv_pool *pool, pid_t pid)
 {
 	struct mkv_client cl[G_CLIENTS];
 	size_t n = 0;
@@ -157,9 +158,9 @@ slot_of(struct mkv_pool *pool, pid_t pid)
 	TU_OK(mkv_pool_clients(pool, cl, G_CLIENTS, &n));
 	for (size_t i = 0; i < n && i < G_CLIENTS; i++)
 		if (cl[i].pid == (uint32_t)pid)
-			return cl[i].slot;
+			return cl[i];
 	ck_abort_msg("pid %d has no client slot", (int)pid);
-	return UINT32_MAX;
+	return cl[0];
 }
 
 /*
@@ -215,8 +216,13 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 	ck_assert_msg(sh->b_filled > 0, "B put nothing");
 
 	TU_OK(open_pool(pool_path, MKV_RDONLY, &mon));
-	ck_assert_msg((slot_of(mon, a.pid) < slot_of(mon, b.pid)) == !b_first,
-			"setup: A's slot %u, B's slot %u", slot_of(mon, a.pid), slot_of(mon, b.pid));
+	ck_assert_msg((client_of(mon, a.pid).slot < client_of(mon, b.pid).slot) == !b_first,
+			"setup: A's slot %u, B's slot %u", client_of(mon, a.pid).slot,
+			client_of(mon, b.pid).slot);
+	/* B's fill ended in MKV_E_NOSPC: it caches no grant, its next allocation asks H */
+	ck_assert_msg(client_of(mon, b.pid).pages_granted == 0,
+			"setup: B still holds %llu granted pages",
+			(unsigned long long)client_of(mon, b.pid).pages_granted);
 	tu_stat(mon, &st);
 	ck_assert_uint_eq(st.pages_free, 0);
 	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)h.pid);

@@ -156,6 +156,7 @@ delete_and_churn(const struct popts *o, const char *key)
 struct forkres {
 	int step;  /* 1: calls made; 2: closing; 3: closed */
 	int get_rc, put_rc, exists_rc, publish_rc;
+	double close_secs;
 };
 
 /*
@@ -237,7 +238,9 @@ START_TEST(test_close_in_forked_child_leaves_parent_intact)
 		sh->publish_rc = mkv_alloc(inherited, 100, &b);
 		sh->step = 1;
 		sh->step = 2;
+		sh->close_secs = tu_now();
 		mkv_pool_close(&inherited);
+		sh->close_secs = tu_now() - sh->close_secs;
 		sh->step = 3;
 		_exit(0);
 	}
@@ -248,6 +251,8 @@ START_TEST(test_close_in_forked_child_leaves_parent_intact)
 		APPEND(bad, "\n  the child %s", sh->step == 2 ? "hung in mkv_pool_close()" :
 				"hung before it could close");
 	}
+	else if (sh->close_secs > 2.0)
+		APPEND(bad, "\n  the child's mkv_pool_close() took %.1f s", sh->close_secs);
 	if (sh->step >= 1 && (sh->get_rc != MKV_E_INVAL || sh->put_rc != MKV_E_INVAL ||
 			sh->exists_rc != MKV_E_INVAL || sh->publish_rc != MKV_E_INVAL))
 		APPEND(bad, "\n  in the child, on the inherited handle: mkv_get = %d, mkv_put = %d, "
