@@ -307,18 +307,18 @@ users_make(void)
 	unsigned id = (unsigned)getpid() % 100000;
 	struct group *gr;
 
-	snprintf(grp_name, sizeof(grp_name), "mkvg%u", id);
+	snprintf(grp_name, sizeof(grp_name), "mkvsecg%u", id);
 	if (run_retry((char *[]){ "groupadd", grp_name, NULL }) != 0 ||
 	    !(gr = getgrnam(grp_name))) {
 		grp_name[0] = '\0';
 		return;
 	}
 	grp_gid = gr->gr_gid;
-	snprintf(out_name, sizeof(out_name), "mkvo%u", id);
+	snprintf(out_name, sizeof(out_name), "mkvseco%u", id);
 	if (run_retry((char *[]){ "useradd", "-M", "-U", "-s", "/usr/sbin/nologin", out_name,
 			NULL }) != 0)
 		out_name[0] = '\0';
-	snprintf(in_name, sizeof(in_name), "mkvi%u", id);
+	snprintf(in_name, sizeof(in_name), "mkvseci%u", id);
 	if (run_retry((char *[]){ "useradd", "-M", "-U", "-s", "/usr/sbin/nologin", "-G",
 			grp_name, in_name, NULL }) != 0)
 		in_name[0] = '\0';
@@ -341,7 +341,7 @@ users_remove_stale(void)
 
 	setpwent();
 	while ((pw = getpwent()) != NULL && n < 64)
-		if (sscanf(pw->pw_name, "mkv%c%u", &kind, &pid) == 2 && (kind == 'o' || kind == 'i') &&
+		if (sscanf(pw->pw_name, "mkvsec%c%u", &kind, &pid) == 2 && (kind == 'o' || kind == 'i') &&
 		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
 			snprintf(names[n++], sizeof(names[0]), "%s", pw->pw_name);
 	endpwent();
@@ -350,7 +350,7 @@ users_remove_stale(void)
 	n = 0;
 	setgrent();
 	while ((gr = getgrent()) != NULL && n < 64)
-		if (sscanf(gr->gr_name, "mkv%c%u", &kind, &pid) == 2 && kind == 'g' &&
+		if (sscanf(gr->gr_name, "mkvsec%c%u", &kind, &pid) == 2 && kind == 'g' &&
 		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
 			snprintf(names[n++], sizeof(names[0]), "%s", gr->gr_name);
 	endgrent();
@@ -983,6 +983,8 @@ main(void)
 		return tu_run_suite(security_suite());
 	users_remove_stale();
 	users_make();
+	/* a closed output pipe must not kill the suite before it cleans up */
+	signal(SIGPIPE, SIG_IGN);
 	pid = fork();
 	if (pid < 0) {
 		users_remove();
@@ -993,7 +995,6 @@ main(void)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
 	rc = tu_wait(pid);
 	users_remove();
 	return rc;
