@@ -403,7 +403,7 @@ END_TEST
  */
 
 #define NTHREADS 8
-#define NOPS 10000
+#define NOPS 16000
 #define NKEYS 192
 #define T_DATA_SIZE (1ULL << 20)  /* 256 pages: grants run out */
 
@@ -560,7 +560,7 @@ misuse_suite(void)
 
 	tc = tcase_create("threads");
 	tcase_add_checked_fixture(tc, misuse_setup, misuse_teardown);
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_threads_sharing_a_handle_see_only_documented_errors);
 	suite_add_tcase(s, tc);
 	return s;
