@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,165 @@ tu_shared_free(void *p, size_t size)
 {
 	if (p != NULL)
 		munmap(p, size);
+}
+
+/* ---- controlling child processes ---- */
+
+int
+tu_read_byte(int fd, double secs)
+{
+	double end = tu_now() + secs;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	unsigned char c;
+	ssize_t n;
+	int ms, rc;
+
+	for (;;) {
+		ms = (int)((end - tu_now()) * 1000.0);
+		if (ms < 0)
+			return -2;
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			return -2;
+		n = read(fd, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 1 ? c : -1;
+	}
+}
+
+int
+tu_write_byte(int fd, char c)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
+int
+tu_stop(pid_t pid, double secs)
+{
+	double end = tu_now() + secs;
+	int status;
+	pid_t r;
+
+	if (kill(pid, SIGSTOP) < 0)
+		return -1;
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG | WUNTRACED);
+		if (r == pid && WIFSTOPPED(status))
+			return 0;
+		if (r == pid || (r < 0 && errno != EINTR) || tu_now() > end)
+			return -1;
+		tu_sleep_ms(1);
+	}
+}
+
+void
+tu_child_start(struct tu_child *c, int (*fn)(int cmd, int ev, void *arg), void *arg)
+{
+	int down[2], up[2];
+
+	ck_assert_int_eq(pipe(down), 0);
+	ck_assert_int_eq(pipe(up), 0);
+	c->pid = tu_fork();
+	ck_assert_int_ge(c->pid, 0);
+	if (c->pid == 0) {
+		close(down[1]);
+		close(up[0]);
+		_exit(fn(down[0], up[1], arg));
+	}
+	close(down[0]);
+	close(up[1]);
+	c->cmd = down[1];
+	c->ev = up[0];
+}
+
+void
+tu_child_expect(struct tu_child *c, const char *who, char want, double secs)
+{
+	int got = tu_read_byte(c->ev, secs), status;
+
+	if (got == want)
+		return;
+	kill(c->pid, SIGKILL);
+	status = tu_wait(c->pid);
+	c->pid = -1;
+	ck_abort_msg("%s: expected event '%c' within %.0f s, got %d (exit status %d)", who, want,
+			secs, got, status);
+}
+
+void
+tu_child_end(struct tu_child *c)
+{
+	if (c->pid > 0) {
+		kill(c->pid, SIGCONT);
+		kill(c->pid, SIGKILL);
+		tu_wait(c->pid);
+	}
+	if (c->cmd >= 0)
+		close(c->cmd);
+	if (c->ev >= 0)
+		close(c->ev);
+	c->pid = -1;
+	c->cmd = c->ev = -1;
+}
+
+/* ---- filling a pool ---- */
+
+long
+tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, size_t len)
+{
+	char key[64];
+	size_t klen;
+	long n = 0;
+	int rc;
+
+	for (;;) {
+		klen = tu_key(key, prefix, *next);
+		rc = tu_put(pool, key, klen, len);
+		if (rc == MKV_E_NOSPC)
+			return n;
+		if (rc < 0)
+			return rc;
+		(*next)++;
+		/* a pool that evicts on its own never fills */
+		if (++n > 1000000)
+			return -ELOOP;
+	}
+}
+
+int
+tu_churn(struct mkv_pool *pool, const char *prefix, int rounds)
+{
+	struct mkv_stat st;
+	char key[64];
+	unsigned next;
+	long n;
+	int rc;
+
+	if ((rc = mkv_pool_stat(pool, &st)) < 0)
+		return rc;
+	for (int r = 0; r < rounds; r++) {
+		next = 0;
+		n = tu_fill_until_full(pool, prefix, &next, st.page_size);
+		if (n < 0)
+			return (int)n;
+		for (unsigned i = 0; i < next; i++) {
+			size_t klen = tu_key(key, prefix, i);
+
+			if ((rc = mkv_del(pool, key, klen)) < 0)
+				return rc;
+		}
+	}
+	return 0;
 }
 
 /* ---- running ---- */

@@ -112,6 +112,60 @@ int tu_wait(pid_t pid);
 void *tu_shared(size_t size);
 void tu_shared_free(void *p, size_t size);
 
+/* ---- controlling child processes ---- */
+
+/** One byte from @p fd within @p secs seconds: the byte (0 to 255), -2 on
+ * timeout, -1 at end of file or on error. */
+int tu_read_byte(int fd, double secs);
+/** Write one byte to @p fd; 0 or -1. */
+int tu_write_byte(int fd, char c);
+/** SIGSTOP the child @p pid and wait (at most @p secs) until it has
+ * stopped; 0, or -1 if it did not (or is not our child). */
+int tu_stop(pid_t pid, double secs);
+/**
+ * A child process stepped through a scenario: the parent writes command
+ * bytes to @c cmd, the child answers with event bytes on @c ev.
+ */
+struct tu_child {
+	pid_t pid;
+	int cmd;  /* parent's end: commands to the child */
+	int ev;   /* parent's end: events from the child */
+};
+/** Fork (tu_fork) a child that exits with fn(cmd, ev, arg), its ends of the pipes; asserts. */
+void tu_child_start(struct tu_child *c, int (*fn)(int cmd, int ev, void *arg), void *arg);
+/** The child's next event must be @p want within @p secs; else it is
+ * killed and the test fails, naming @p who and its exit status. */
+void tu_child_expect(struct tu_child *c, const char *who, char want, double secs);
+/** Kill (after SIGCONT) and reap the child if it runs, close the pipes;
+ * accepts a child never started or already ended (pid -1). */
+void tu_child_end(struct tu_child *c);
+#define TU_CHILD_NONE { -1, -1, -1 }
+/** Repeat @p cond (an expression) every millisecond for at most @p secs
+ * seconds; true once it holds. */
+#define TU_UNTIL(cond, secs) ({ \
+	double tu_end_ = tu_now() + (secs); \
+	int tu_ok_; \
+	while (!(tu_ok_ = !!(cond)) && tu_now() < tu_end_) \
+		tu_sleep_ms(1); \
+	tu_ok_; \
+})
+
+/* ---- filling a pool ---- */
+
+/**
+ * Put @p len byte pattern values under the keys "<prefix><n>" (tu_key)
+ * for n = *next, *next + 1, ... until mkv_put() fails with MKV_E_NOSPC;
+ * *next ends past the last key put.  Returns how many were put, or the
+ * first other error code (-ELOOP after a million: a pool that evicts).
+ */
+long tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *next, size_t len);
+/**
+ * Fill the pool with one-page values (keys "<prefix><n>") and delete them
+ * all, @p rounds times, so that every page nobody holds (granted, or
+ * pinned by a view) is written over.  0, or the first error code.
+ */
+int tu_churn(struct mkv_pool *pool, const char *prefix, int rounds);
+
 /* ---- running ---- */
 
 /** Run the suite with Check's runner (CK_NORMAL); EXIT_SUCCESS/FAILURE. */
