@@ -631,7 +631,9 @@ pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
 	if ((rc = create_data(p, opts, &nr_pages, &made.data)))
 		goto fail;
 	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		rc = mkv_err(MKV_E_CORRUPT,
+		rc = !S_ISREG(st.st_mode) ?
+			mkv_err(MKV_E_PERM, "pool %s: registry.mdb is not a regular file", p->path) :
+			mkv_err(MKV_E_CORRUPT,
 			"pool %s: registry.mdb exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
 			p->path);
 		goto fail;
