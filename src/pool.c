@@ -738,7 +738,8 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    (sb->page_size & (sb->page_size - 1)) || sb->nr_pages == 0 ||
 	    sb->max_clients == 0 || sb->max_clients > MKV_MAX_CLIENTS_LIMIT ||
 	    sb->max_nodes == 0 || sb->max_nodes > MKV_MAX_NODES_LIMIT ||
-	    sb->nr_pages > MKV_DATA_SIZE_MAX / sb->page_size)
+	    sb->nr_pages > MKV_DATA_SIZE_MAX / sb->page_size ||
+	    sb->registry_size < MKV_REGISTRY_MIN || sb->registry_size > MKV_REGISTRY_MAX)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock geometry out of range", p->path);
 	layout_compute(&want, sb->page_size, sb->nr_pages, sb->max_clients, sb->max_nodes);
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
