@@ -580,6 +580,53 @@ fi
 check "gc -V prints 'marukv-gc $version'" test "$("$gc" -V)" = "marukv-gc $version"
 check "gc --help exits 0" "$gc" --help >/dev/null
 
+# ---- JSON strings of any bytes ------------------------------------------------
+
+# A path is bytes: --json must stay valid JSON and valid UTF-8 whatever they
+# are, and give them back (marukv-stat(1), JSON OUTPUT).  A pool whose name
+# holds a quote, a backslash, control characters, well-formed multi-byte
+# characters (é, €, U+1F600) and ill-formed UTF-8: a lone FF and 80, an
+# overlong '/' (C0 AF), a surrogate (ED A0 80), a code point above U+10FFFF
+# (F4 90 80 80), a truncated sequence (E2 82) before an ASCII letter.
+py=/usr/bin/python3
+weird=$tmp/$(printf 'q"b\\s\001t\tn\ne\033.\303\251\342\202\254\360\237\230\200.\377\200.\300\257.\355\240\200.\364\220\200\200.\342\202z')
+# json_ok FILE PATH [KEY...]: FILE holds one JSON object and nothing else,
+# parsed strictly (UTF-8, no raw control characters), whose "path" gives
+# back the bytes of PATH (surrogateescape), and whose first keys are KEY...
+json_ok() {
+	"$py" -c '
+import json, os, sys
+o = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert isinstance(o, dict), "not an object"
+got = o["path"].encode("utf-8", "surrogateescape")
+assert got == os.fsencode(sys.argv[2]), "path %r, expected %r" % (got, os.fsencode(sys.argv[2]))
+keys = sys.argv[3:]
+assert list(o)[:len(keys)] == keys, "keys %r, expected %r first" % (list(o), keys)
+' "$@" 2>"$tmp/json_ok.err" && return 0
+	show "$tmp/json_ok.err" "$1"
+	return 1
+}
+if [ ! -x "$py" ]; then
+	skip "no $py (Debian: python3): JSON of any bytes"
+elif "$bench" demo --pool "$weird" --prompts 1 --blocks 1 --block-size 65536 --readers 1 \
+	>"$tmp/wdemo.out" 2>&1; then
+	"$stat" --json "$weird" >"$tmp/wstat.json" 2>"$tmp/wstat.err"
+	rc=$?
+	check "stat --json of a pool named with any bytes exits 0 (got $rc)" test "$rc" -eq 0
+	check "stat --json of a pool named with any bytes: strict JSON, path round trip" \
+		json_ok "$tmp/wstat.json" "$weird" path uuid
+	run_gc wverify --json verify "$weird"
+	check "gc --json verify of a pool named with any bytes exits 0 (got $rc)" test "$rc" -eq 0
+	check "gc --json verify of a pool named with any bytes: strict JSON, path round trip" \
+		json_ok "$tmp/gc-wverify.out" "$weird" command path deep
+	check "gc --json verify of a pool named with any bytes: only escapes, no raw byte" \
+		grep -q '"path": ".*/q\\"b\\\\s\\u0001t\\tn\\ne\\u001b\.é€😀\.\\udcff\\udc80\.\\udcc0\\udcaf\.\\udced\\udca0\\udc80\.\\udcf4\\udc90\\udc80\\udc80\.\\udce2\\udc82z",$' \
+		"$tmp/gc-wverify.out"
+else
+	not_ok "bench demo makes a pool named with any bytes"
+	show "$tmp/wdemo.out"
+fi
+
 # ---- man pages --------------------------------------------------------------
 
 if command -v mandoc >/dev/null 2>&1; then
