@@ -7,36 +7,21 @@
  * (mkv_pool_clients()), print them.  --json always prints the
  * same object (stable snake_case keys, raw integers); human units only on
  * request (-h).  Diagnostics go to stderr; write errors on stdout are
- * checked.
+ * checked.  The command line is parsed in stat-args.c.
  */
 #include <marukv.h>
 
 #include "json.h"
+#include "stat-args.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PROG "marukv-stat"
-/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
-#define DEFAULT_POOL "/dev/shm/marukv"
-
 enum { EXIT_OK = 0, EXIT_ERR = 2 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " [-j|--json] [-h|--human] [-V|--version] [--help] [POOL]\n"
-		"Print the figures of the marukv pool POOL (default: $MARUKV_POOL,\n"
-		"else " DEFAULT_POOL ").\n"
-		"  -j, --json     one JSON object with stable keys and raw integers\n"
-		"  -h, --human    sizes in KiB/MiB/GiB (ignored with --json)\n"
-		"  -V, --version  print the version and exit\n"
-		"      --help     print this help and exit\n");
-}
 
 /* "12.5 MiB" for a byte count, or the raw integer below 1 KiB. */
 static const char *human_size(uint64_t v, char *buf, size_t len)
@@ -236,49 +221,33 @@ static void print_json(const struct report *r)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "json",    no_argument, NULL, 'j' },
-		{ "human",   no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help",    no_argument, NULL, 'H' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct stat_opts o;
 	struct mkv_pool *pool = NULL;
 	struct mkv_stat st;
 	struct mkv_client *clients = NULL;
 	size_t nclients = 0;
-	const char *arg = NULL, *name, *env;
+	const char *name, *env;
 	char uuid[37];
-	int json = 0, human = 0, c, rc;
+	int rc;
 
-	while ((c = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'h': human = 1; break;
-		case 'V':
-			printf(PROG " %s\n", mkv_version());
-			goto out_flush;
-		case 'H':
-			usage(stdout);
-			goto out_flush;
-		default:
-			usage(stderr);
-			return EXIT_ERR;
-		}
-	}
-	if (argc - optind > 1) {
-		fprintf(stderr, PROG ": too many arguments\n");
-		usage(stderr);
+	switch (stat_parse_args(argc, argv, &o)) {
+	case ARGS_RUN:
+		break;
+	case ARGS_HELP:
+		stat_usage(stdout);
+		goto out_flush;
+	case ARGS_VERSION:
+		printf(PROG " %s\n", mkv_version());
+		goto out_flush;
+	case ARGS_USAGE:
 		return EXIT_ERR;
 	}
-	if (optind < argc)
-		arg = argv[optind];
 
 	/* The name for messages; the library resolves NULL the same way. */
 	env = getenv("MARUKV_POOL");
-	name = arg ? arg : (env && *env) ? env : DEFAULT_POOL;
+	name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
 
-	rc = mkv_pool_open(arg, MKV_RDONLY, NULL, &pool);
+	rc = mkv_pool_open(o.arg, MKV_RDONLY, NULL, &pool);
 	if (rc < 0) {
 		const char *msg = mkv_errormsg();
 
@@ -346,10 +315,10 @@ int main(int argc, char **argv)
 			more, sizeof(more) / sizeof(more[0]), clients, nclients,
 		};
 
-		if (json)
+		if (o.json)
 			print_json(&r);
 		else
-			print_human(&r, human);
+			print_human(&r, o.human);
 	}
 	free(clients);
 	mkv_pool_close(&pool);
