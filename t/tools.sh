@@ -341,6 +341,15 @@ check "stat with two pools exits 2 (got $rc)" test "$rc" -eq 2
 "$stat" --no-such-option >/dev/null 2>&1
 rc=$?
 check "stat with a bad option exits 2 (got $rc)" test "$rc" -eq 2
+# An empty POOL is a usage error, not the default pool (here $MARUKV_POOL's).
+MARUKV_POOL=$pool "$stat" --json '' >"$tmp/empty.out" 2>"$tmp/empty.err"
+rc=$?
+check "stat '' exits 2 (got $rc)" test "$rc" -eq 2
+check "stat '' prints nothing on stdout (no figures of \$MARUKV_POOL, no JSON)" \
+	test ! -s "$tmp/empty.out"
+check "stat '' is a usage error: 'the pool argument is empty', then the usage" test \
+	"$(sed -n '1p;2s/ .*//p' "$tmp/empty.err" | tr '\n' '|')" = \
+	"marukv-stat: the pool argument is empty|usage:|"
 if [ -w /dev/full ]; then
 	"$stat" --json "$pool" >/dev/full 2>"$tmp/full.err"
 	rc=$?
@@ -505,6 +514,16 @@ usage_case "verify --to 50" verify --to 50 "$pool"
 usage_case "--dry-run verify" --dry-run verify "$pool"
 usage_case "verify with two pools" verify "$pool" "$pool"
 usage_case "a bad option" --no-such-option verify "$pool"
+usage_case "verify ''" verify ''
+# An empty POOL is a usage error, not the default pool (here $MARUKV_POOL's).
+for args in "--json verify" "--json --dry-run evict --to 100" "-n reclaim"; do
+	# shellcheck disable=SC2086 # $args is a word list
+	MARUKV_POOL=$epool "$gc" $args '' >"$tmp/gc-empty.out" 2>"$tmp/gc-empty.err"
+	rc=$?
+	check "gc $args '' is a usage error: exit 2 (got $rc), 'the pool argument is empty', nothing on stdout" \
+		test "$rc $(tr '\n' '|' <"$tmp/gc-empty.err")$(wc -c <"$tmp/gc-empty.out")" = \
+		"2 marukv-gc: the pool argument is empty|Try 'marukv-gc --help'.|0"
+done
 
 run_gc missing verify "$tmp/missing"
 check "gc verify on a missing pool exits 2 (got $rc)" test "$rc" -eq 2

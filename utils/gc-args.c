@@ -128,6 +128,9 @@ enum args_result gc_parse_args(int argc, char **argv, struct gc_opts *o)
 		return usage_error("too many arguments after '%s'", argv[optind]);
 	if (npos == 2)
 		o->arg = argv[optind + 1];
+	/* Not the default pool: a script's unset variable, most likely. */
+	if (o->arg && !*o->arg)
+		return usage_error("the pool argument is empty");
 	if (o->deep && o->cmd != CMD_VERIFY)
 		return usage_error("--deep is an option of verify, not %s", gc_cmd_name[o->cmd]);
 	if (to_arg && o->cmd != CMD_EVICT)

@@ -16,7 +16,7 @@ struct gc_opts {
 	int to;              /* evict: target percent of free pages; -1 unset */
 	int low, high;       /* watermarks: percents; -1 unset */
 	enum gc_cmd cmd;
-	const char *arg;     /* POOL as given, or NULL */
+	const char *arg;     /* POOL as given (never ""), or NULL */
 	const char *name;    /* the pool's name for messages and output: main's */
 };
 
@@ -27,8 +27,9 @@ void gc_usage(FILE *f);
  * Parse marukv-gc's command line into *o, which it initializes.  With
  * ARGS_RUN, o holds one valid command: --to (0 to 100) with evict only,
  * --low and --high (0 to 100 each) with watermarks only, --deep with
- * verify only, --dry-run with reclaim or evict only.  With ARGS_USAGE, the
- * error is on stderr.  Nothing else is written, nothing is opened.
+ * verify only, --dry-run with reclaim or evict only; an empty POOL is a
+ * usage error.  With ARGS_USAGE, the error is on stderr.  Nothing else is
+ * written, nothing is opened.
  */
 enum args_result gc_parse_args(int argc, char **argv, struct gc_opts *o);
 

@@ -53,5 +53,11 @@ enum args_result stat_parse_args(int argc, char **argv, struct stat_opts *o)
 	}
 	if (optind < argc)
 		o->arg = argv[optind];
+	/* Not the default pool: a script's unset variable, most likely. */
+	if (o->arg && !*o->arg) {
+		fprintf(stderr, PROG ": the pool argument is empty\n");
+		stat_usage(stderr);
+		return ARGS_USAGE;
+	}
 	return ARGS_RUN;
 }

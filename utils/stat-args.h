@@ -9,16 +9,16 @@
 
 struct stat_opts {
 	int json, human;
-	const char *arg;     /* POOL as given, or NULL */
+	const char *arg;     /* POOL as given (never ""), or NULL */
 };
 
 /* The usage summary (--help on stdout, after a usage error on stderr). */
 void stat_usage(FILE *f);
 
 /*
- * Parse marukv-stat's command line into *o, which it initializes.  With
- * ARGS_USAGE, the error is on stderr.  Nothing else is written, nothing
- * is opened.
+ * Parse marukv-stat's command line into *o, which it initializes.  An
+ * empty POOL is a usage error.  With ARGS_USAGE, the error is on stderr.
+ * Nothing else is written, nothing is opened.
  */
 enum args_result stat_parse_args(int argc, char **argv, struct stat_opts *o);
 
