@@ -515,6 +515,8 @@ usage_case "--dry-run verify" --dry-run verify "$pool"
 usage_case "verify with two pools" verify "$pool" "$pool"
 usage_case "a bad option" --no-such-option verify "$pool"
 usage_case "verify ''" verify ''
+usage_case "--json with a bad option (no JSON)" --json --no-such-option verify "$pool"
+usage_case "--json evict --to 101 (no JSON)" --json evict --to 101 "$pool"
 # An empty POOL is a usage error, not the default pool (here $MARUKV_POOL's).
 for args in "--json verify" "--json --dry-run evict --to 100" "-n reclaim"; do
 	# shellcheck disable=SC2086 # $args is a word list
@@ -532,8 +534,6 @@ check "gc on a missing pool says 'marukv-gc: POOL: ...' on stderr" \
 	grep -q "^marukv-gc: $tmp/missing: ." "$tmp/gc-missing.err"
 run_gc missing2 --json reclaim "$tmp/missing"
 check "gc --json reclaim on a missing pool exits 2 (got $rc)" test "$rc" -eq 2
-check "gc --json reclaim on a missing pool prints nothing on stdout" \
-	test ! -s "$tmp/gc-missing2.out"
 check "gc on a missing pool does not create it" test ! -e "$tmp/missing"
 
 # A damaged pool: flip a byte of a published value in the data arena
@@ -645,6 +645,80 @@ else
 	not_ok "bench demo makes a pool named with any bytes"
 	show "$tmp/wdemo.out"
 fi
+
+# ---- errors with --json ----------------------------------------------------
+
+# With --json, a pool that cannot be opened or read still gives one JSON
+# object on stdout, the error object (both man pages), as well as the
+# message on stderr, and exit status 2.
+# mkv_code NAME: the value of MKV_E_NAME in marukv.h.
+mkv_code() { sed -n "s/^#define MKV_E_$1 *(\(-[0-9A-Z]*\)).*/\1/p" "$top_srcdir/include/marukv.h"; }
+# json_err FILE PATH CODE [COMMAND]: FILE holds one JSON object and nothing
+# else, strictly parsed, with exactly the keys of the error object (command
+# first if COMMAND is given), the bytes of PATH, the integer CODE (-10003,
+# or -ENOENT for -errno) and non-empty texts.
+json_err() {
+	"$py" -c '
+import errno, json, os, sys
+o = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert isinstance(o, dict), "not an object"
+c = sys.argv[3]
+code = -getattr(errno, c[1:]) if c.startswith("-E") else int(c)
+keys = ["command"] * (len(sys.argv) > 4) + ["path", "error", "error_code", "message"]
+assert list(o) == keys, "keys %r, expected %r" % (list(o), keys)
+if len(sys.argv) > 4:
+    assert o["command"] == sys.argv[4], "command %r" % o["command"]
+got = o["path"].encode("utf-8", "surrogateescape")
+assert got == os.fsencode(sys.argv[2]), "path %r, expected %r" % (got, os.fsencode(sys.argv[2]))
+assert type(o["error_code"]) is int and o["error_code"] == code, \
+    "error_code %r, expected %s (%d)" % (o["error_code"], c, code)
+for k in ("error", "message"):
+    assert isinstance(o[k], str) and o[k], "%s %r" % (k, o[k])
+' "$@" 2>"$tmp/json_err.err" && return 0
+	show "$tmp/json_err.err" "$1"
+	return 1
+}
+# A directory that is not a pool (named with any bytes), a file where the
+# pool's directory should be, and a pool whose superblock was damaged.
+notpool=$weird.empty
+mkdir "$notpool"
+: >"$tmp/file"
+spool=$tmp/super
+"$bench" demo --pool "$spool" --prompts 1 --blocks 1 --block-size 65536 --readers 1 \
+	>"$tmp/sdemo.out" 2>&1 || show "$tmp/sdemo.out"
+# The byte at 16 is the uuid's first, under the superblock's checksum.
+byte=$(od -A n -t u1 -j 16 -N 1 "$spool/super" | tr -d ' ')
+# shellcheck disable=SC2059 # the format is the byte
+printf "\\$(printf %03o "$((byte ^ 255))")" |
+	dd of="$spool/super" bs=1 seek=16 count=1 conv=notrunc 2>/dev/null
+for c in "missing:$tmp/missing:NOENT" "notpool:$notpool:NOENT" "file:$tmp/file:NOTPOOL" \
+	"super:$spool:CORRUPT"; do
+	what=${c%%:*}
+	path=${c#*:}
+	path=${path%:*}
+	code=$(mkv_code "${c##*:}")
+	"$stat" --json "$path" >"$tmp/err-$what.json" 2>"$tmp/err-$what.err"
+	rc_stat=$?
+	run_gc "err-$what" --json verify "$path"
+	rc_gc=$rc
+	run_gc "errw-$what" -j reclaim "$path"
+	check "stat --json, $what: exit 2 (got $rc_stat)" test "$rc_stat" -eq 2
+	check "stat --json, $what: the message on stderr too" \
+		test "$(head -c 13 "$tmp/err-$what.err")" = "marukv-stat: "
+	check "gc --json verify, $what: exit 2 (got $rc_gc)" test "$rc_gc" -eq 2
+	check "gc --json verify, $what: the message on stderr too" \
+		test "$(head -c 11 "$tmp/gc-err-$what.err")" = "marukv-gc: "
+	check "gc -j reclaim, $what: exit 2 (got $rc)" test "$rc" -eq 2
+	[ -x "$py" ] || continue
+	check "stat --json, $what: the error object, error_code $code" \
+		json_err "$tmp/err-$what.json" "$path" "$code"
+	check "gc --json verify, $what: the error object, error_code $code" \
+		json_err "$tmp/gc-err-$what.out" "$path" "$code" verify
+	check "gc -j reclaim, $what: the error object, error_code $code" \
+		json_err "$tmp/gc-errw-$what.out" "$path" "$code" reclaim
+done
+[ -x "$py" ] || skip "no $py (Debian: python3): error objects"
+check "the errors did not create the missing pool" test ! -e "$tmp/missing"
 
 # ---- man pages --------------------------------------------------------------
 

@@ -10,6 +10,9 @@
  * That is Python's "surrogateescape" (PEP 383): in Python,
  * json.loads(out).encode("utf-8", "surrogateescape") gives the bytes back.
  * Well-formed UTF-8 never encodes a surrogate, so the mapping is one to one.
+ *
+ * json_error() prints the object the tools print with --json when a call
+ * on the pool failed (marukv-stat(1), marukv-gc(1)).
  */
 #include "json.h"
 
@@ -93,4 +96,22 @@ void json_string(FILE *f, const char *s)
 		p++;
 	}
 	fputc('"', f);
+}
+
+void json_error(FILE *f, const char *command, const char *path, const char *error,
+		int error_code, const char *message)
+{
+	fputs("{\n", f);
+	if (command) {
+		fputs("  \"command\": ", f);
+		json_string(f, command);
+		fputs(",\n", f);
+	}
+	fputs("  \"path\": ", f);
+	json_string(f, path);
+	fputs(",\n  \"error\": ", f);
+	json_string(f, error);
+	fprintf(f, ",\n  \"error_code\": %d,\n  \"message\": ", error_code);
+	json_string(f, message);
+	fputs("\n}\n", f);
 }

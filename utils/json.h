@@ -14,4 +14,13 @@
  */
 void json_string(FILE *f, const char *s);
 
+/*
+ * Print the object a tool prints with --json when its call on a pool
+ * failed, the same for every tool: "command" (if command is not NULL),
+ * "path", "error" (the code's static text), "error_code" (the negative
+ * code) and "message" (the detailed message), in that order.
+ */
+void json_error(FILE *f, const char *command, const char *path, const char *error,
+		int error_code, const char *message);
+
 #endif

@@ -89,6 +89,17 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 		print_line(str_label, "%s", *str ? str : "-");
 }
 
+/* Flush stdout; EXIT_ERR, said on stderr, if anything written to it was lost. */
+static int flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno ? errno : EIO));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
 /* ---- progress ------------------------------------------------------------- */
 
 struct progress {
@@ -128,11 +139,21 @@ static void progress_end(struct progress *p)
 
 /* ---- commands ------------------------------------------------------------- */
 
+/*
+ * Report the failed call that returned rc, before any other mkv_* call:
+ * "marukv-gc: POOL: reason" on stderr and, with --json, the error object
+ * on stdout.  Returns EXIT_ERR.
+ */
 static int fail(const struct gc_opts *o, int rc)
 {
 	const char *msg = mkv_errormsg();
+	const char *why = *msg ? msg : mkv_strerror(rc);
 
-	fprintf(stderr, PROG ": %s: %s\n", o->name, *msg ? msg : mkv_strerror(rc));
+	fprintf(stderr, PROG ": %s: %s\n", o->name, why);
+	if (o->json) {
+		json_error(stdout, gc_cmd_name[o->cmd], o->name, mkv_strerror(rc), rc, why);
+		flush_stdout();
+	}
 	return EXIT_ERR;
 }
 
@@ -228,17 +249,6 @@ static void print(const struct gc_opts *o, const union result *res)
 }
 
 /* ---- main ----------------------------------------------------------------- */
-
-/* Flush stdout; EXIT_ERR, said on stderr, if anything written to it was lost. */
-static int flush_stdout(void)
-{
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, PROG ": error writing to standard output: %s\n",
-			strerror(errno ? errno : EIO));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
-}
 
 int main(int argc, char **argv)
 {

@@ -219,6 +219,36 @@ static void print_json(const struct report *r)
 	fputs("\n}\n", stdout);
 }
 
+/* Flush stdout; EXIT_ERR, said on stderr, if anything written to it was lost. */
+static int flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno ? errno : EIO));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+/*
+ * Report the failed call on the pool that returned rc, before any other
+ * mkv_* call: "marukv-stat: POOL: reason" on stderr and, with --json, the
+ * error object on stdout.  The reason is the library's message if
+ * lib_msg and it left one, else the code's text.  Returns EXIT_ERR.
+ */
+static int fail(const struct stat_opts *o, const char *name, int rc, int lib_msg)
+{
+	const char *msg = lib_msg ? mkv_errormsg() : "";
+	const char *why = *msg ? msg : mkv_strerror(rc);
+
+	fprintf(stderr, PROG ": %s: %s\n", name, why);
+	if (o->json) {
+		json_error(stdout, NULL, name, mkv_strerror(rc), rc, why);
+		flush_stdout();
+	}
+	return EXIT_ERR;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat_opts o;
@@ -235,10 +265,10 @@ int main(int argc, char **argv)
 		break;
 	case ARGS_HELP:
 		stat_usage(stdout);
-		goto out_flush;
+		return flush_stdout();
 	case ARGS_VERSION:
 		printf(PROG " %s\n", mkv_version());
-		goto out_flush;
+		return flush_stdout();
 	case ARGS_USAGE:
 		return EXIT_ERR;
 	}
@@ -248,28 +278,16 @@ int main(int argc, char **argv)
 	name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
 
 	rc = mkv_pool_open(o.arg, MKV_RDONLY, NULL, &pool);
-	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
-		return EXIT_ERR;
-	}
+	if (rc < 0)
+		return fail(&o, name, rc, 1);
 	rc = mkv_pool_stat(pool, &st);
+	if (rc == 0)
+		rc = get_clients(pool, st.max_clients, &clients, &nclients);
 	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
+		/* get_clients' own allocation leaves no library message. */
+		rc = fail(&o, name, rc, rc != MKV_E_NOMEM);
 		mkv_pool_close(&pool);
-		return EXIT_ERR;
-	}
-	rc = get_clients(pool, st.max_clients, &clients, &nclients);
-	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name,
-			*msg && rc != MKV_E_NOMEM ? msg : mkv_strerror(rc));
-		mkv_pool_close(&pool);
-		return EXIT_ERR;
+		return rc;
 	}
 	/* Terminated strings whatever the library left in the arrays. */
 	st.lease_holder_node[sizeof(st.lease_holder_node) - 1] = '\0';
@@ -322,12 +340,5 @@ int main(int argc, char **argv)
 	}
 	free(clients);
 	mkv_pool_close(&pool);
-
-out_flush:
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, PROG ": error writing to standard output: %s\n",
-			strerror(errno));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
+	return flush_stdout();
 }
