@@ -60,7 +60,7 @@ static void format_uuid(const uint8_t u[16], char out[37])
  * The keys of both outputs, in order.  JSON keys are a stable schema
  * (documented in marukv-stat(1)): add keys at the end, never rename one.
  */
-enum kind { K_COUNT, K_BYTES, K_SIGNED };
+enum kind { K_COUNT, K_BYTES, K_SIGNED, K_MODE };
 struct field {
 	const char *json;
 	const char *label;
@@ -68,13 +68,21 @@ struct field {
 	uint64_t value;
 };
 
-/* A field's value as text: raw integers, human sizes only on request. */
-static const char *field_text(const struct field *f, int human, char *buf, size_t len)
+/* How a value is written: JSON, the default text, the text with -h. */
+enum style { S_JSON, S_TEXT, S_HUMAN };
+
+/*
+ * A field's value as text: raw integers, human sizes only on request,
+ * permission bits in octal outside JSON.
+ */
+static const char *field_text(const struct field *f, enum style s, char *buf, size_t len)
 {
 	if (f->kind == K_SIGNED)
 		snprintf(buf, len, "%" PRId64, (int64_t)f->value);
-	else if (human && f->kind == K_BYTES)
+	else if (s == S_HUMAN && f->kind == K_BYTES)
 		human_size(f->value, buf, len);
+	else if (s != S_JSON && f->kind == K_MODE)
+		snprintf(buf, len, "%04" PRIo64, f->value);
 	else
 		snprintf(buf, len, "%" PRIu64, f->value);
 	return buf;
@@ -164,6 +172,8 @@ struct report {
 	size_t nmore;
 	const struct mkv_client *clients;
 	size_t nclients;
+	const struct field *last;    /* the figures added after client_list */
+	size_t nlast;
 };
 
 static void print_label(const char *label, const char *value)
@@ -177,12 +187,13 @@ static void print_label(const char *label, const char *value)
 static void print_human(const struct report *r, int human)
 {
 	const struct mkv_stat *st = r->st;
+	enum style s = human ? S_HUMAN : S_TEXT;
 	char buf[32];
 
 	print_label("path", r->path);
 	print_label("uuid", r->uuid);
 	for (size_t i = 0; i < r->n; i++)
-		print_label(r->f[i].label, field_text(&r->f[i], human, buf, sizeof(buf)));
+		print_label(r->f[i].label, field_text(&r->f[i], s, buf, sizeof(buf)));
 	print_label("lease holder node", *st->lease_holder_node ? st->lease_holder_node : "-");
 	print_label("backing", backing_name(st->backing));
 	for (size_t i = 0; i < r->nmore; i++) {
@@ -191,8 +202,10 @@ static void print_human(const struct report *r, int human)
 			continue;
 		if (i == 0)
 			print_label("dax device", st->dax_device);
-		print_label(r->more[i].label, field_text(&r->more[i], human, buf, sizeof(buf)));
+		print_label(r->more[i].label, field_text(&r->more[i], s, buf, sizeof(buf)));
 	}
+	for (size_t i = 0; i < r->nlast; i++)
+		print_label(r->last[i].label, field_text(&r->last[i], s, buf, sizeof(buf)));
 	print_clients_human(r->clients, r->nclients);
 }
 
@@ -205,7 +218,8 @@ static void print_json(const struct report *r)
 	json_string(stdout, r->path);
 	printf(",\n  \"uuid\": \"%s\"", r->uuid);
 	for (size_t i = 0; i < r->n; i++)
-		printf(",\n  \"%s\": %s", r->f[i].json, field_text(&r->f[i], 0, buf, sizeof(buf)));
+		printf(",\n  \"%s\": %s", r->f[i].json,
+			field_text(&r->f[i], S_JSON, buf, sizeof(buf)));
 	fputs(",\n  \"lease_holder_node\": ", stdout);
 	json_string(stdout, st->lease_holder_node);
 	fputs(",\n  \"backing\": ", stdout);
@@ -214,8 +228,11 @@ static void print_json(const struct report *r)
 	json_string(stdout, st->dax_device);
 	for (size_t i = 0; i < r->nmore; i++)
 		printf(",\n  \"%s\": %s", r->more[i].json,
-			field_text(&r->more[i], 0, buf, sizeof(buf)));
+			field_text(&r->more[i], S_JSON, buf, sizeof(buf)));
 	print_clients_json(r->clients, r->nclients);
+	for (size_t i = 0; i < r->nlast; i++)
+		printf(",\n  \"%s\": %s", r->last[i].json,
+			field_text(&r->last[i], S_JSON, buf, sizeof(buf)));
 	fputs("\n}\n", stdout);
 }
 
@@ -328,9 +345,17 @@ int main(int argc, char **argv)
 			{ "low_watermark",     "low watermark %",   K_COUNT, st.low_watermark },
 			{ "high_watermark",    "high watermark %",  K_COUNT, st.high_watermark },
 		};
+		/* Added after client_list: at the end of the JSON object. */
+		const struct field last[] = {
+			{ "max_nodes",         "max nodes",         K_COUNT, st.max_nodes },
+			{ "nodes",             "nodes",             K_COUNT, st.nodes },
+			{ "mode",              "mode",              K_MODE,  st.mode },
+			{ "gid",               "gid",               K_COUNT, st.gid },
+		};
 		const struct report r = {
 			name, uuid, &st, f, sizeof(f) / sizeof(f[0]),
 			more, sizeof(more) / sizeof(more[0]), clients, nclients,
+			last, sizeof(last) / sizeof(last[0]),
 		};
 
 		if (o.json)
