@@ -860,6 +860,10 @@ fi
 ci=$(sed -n '$p' "$top_srcdir/.ci/run")
 check "README's second line is .ci/run's command" \
 	test "$(sed -n 2p "$top_srcdir/README")" = "$ci"
+# apt_list LINE: the packages README's command on that line installs.
+apt_list() { sed -n "${1}s/.*apt-get install -y \([^&]*\) && .*/\1/p" "$top_srcdir/README"; }
+check "README's two commands install the same packages, clang's fuzzer runtime included" \
+	test "$(apt_list 1)" = "$(apt_list 2)" -a -n "$(apt_list 1 | grep -w libclang-rt-14-dev)"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
