@@ -60,6 +60,12 @@ json_val() { sed -n "s/^  \"$2\": \\(.*[^,]\\),\\{0,1\\}\$/\\1/p" "$1"; }
 json_keys() { sed -n 's/^  "\([a-z_]*\)": .*/\1/p' "$1" | tr '\n' ' '; }
 # field FILE LABEL: the value of a "LABEL: value" line.
 field() { sed -n "s/^$2: *//p" "$1"; }
+# exits N COMMAND...: the last tool exited with N ($rc), and COMMAND succeeds.
+exits() {
+	n=$1
+	shift
+	[ "$rc" -eq "$n" ] && "$@"
+}
 
 # ---- marukv-bench demo ------------------------------------------------------
 
@@ -328,9 +334,10 @@ done
 mode=$(json_int "$tmp/stat.json" mode)
 check "stat (human) prints the mode in octal (JSON $mode)" \
 	test "$(field "$tmp/stat.txt" mode)" = "$(printf %04o "${mode:-0}")"
-check "stat (human) prints max nodes, nodes and gid as in the JSON" test \
-	"$(field "$tmp/stat.txt" 'max nodes') $(field "$tmp/stat.txt" nodes) $(field "$tmp/stat.txt" gid)" = \
-	"$(json_int "$tmp/stat.json" max_nodes) $(json_int "$tmp/stat.json" nodes) $(json_int "$tmp/stat.json" gid)"
+human_nodes="$(field "$tmp/stat.txt" 'max nodes') $(field "$tmp/stat.txt" nodes) $(field "$tmp/stat.txt" gid)"
+check "stat (human) prints max nodes, nodes and gid ($human_nodes) as in the JSON" \
+	test "$human_nodes" = "$(json_int "$tmp/stat.json" max_nodes) $(json_int "$tmp/stat.json" nodes) $(json_int "$tmp/stat.json" gid)" \
+	-a -n "$(echo "$human_nodes" | grep -Ex '[0-9]+ [0-9]+ [0-9]+')"
 maxn=$(json_int "$tmp/stat.json" max_nodes)
 nodes=$(json_int "$tmp/stat.json" nodes)
 gid=$(json_int "$tmp/stat.json" gid)
@@ -367,12 +374,9 @@ check "stat with a bad option exits 2 (got $rc)" test "$rc" -eq 2
 # An empty POOL is a usage error, not the default pool (here $MARUKV_POOL's).
 MARUKV_POOL=$pool "$stat" --json '' >"$tmp/empty.out" 2>"$tmp/empty.err"
 rc=$?
-check "stat '' exits 2 (got $rc)" test "$rc" -eq 2
-check "stat '' prints nothing on stdout (no figures of \$MARUKV_POOL, no JSON)" \
-	test ! -s "$tmp/empty.out"
-check "stat '' is a usage error: 'the pool argument is empty', then the usage" test \
-	"$(sed -n '1p;2s/ .*//p' "$tmp/empty.err" | tr '\n' '|')" = \
-	"marukv-stat: the pool argument is empty|usage:|"
+check "stat --json '' is a usage error: exit 2 (got $rc), 'the pool argument is empty' and the usage on stderr, nothing on stdout" \
+	test "$rc $(sed -n '1p;2s/ .*//p' "$tmp/empty.err" | tr '\n' '|')$(wc -c <"$tmp/empty.out")" = \
+	"2 marukv-stat: the pool argument is empty|usage:|0"
 if [ -w /dev/full ]; then
 	"$stat" --json "$pool" >/dev/full 2>"$tmp/full.err"
 	rc=$?
@@ -537,7 +541,6 @@ usage_case "verify --to 50" verify --to 50 "$pool"
 usage_case "--dry-run verify" --dry-run verify "$pool"
 usage_case "verify with two pools" verify "$pool" "$pool"
 usage_case "a bad option" --no-such-option verify "$pool"
-usage_case "verify ''" verify ''
 usage_case "--json with a bad option (no JSON)" --json --no-such-option verify "$pool"
 usage_case "--json evict --to 101 (no JSON)" --json evict --to 101 "$pool"
 # An empty POOL is a usage error, not the default pool (here $MARUKV_POOL's).
@@ -654,13 +657,11 @@ elif "$bench" demo --pool "$weird" --prompts 1 --blocks 1 --block-size 65536 --r
 	>"$tmp/wdemo.out" 2>&1; then
 	"$stat" --json "$weird" >"$tmp/wstat.json" 2>"$tmp/wstat.err"
 	rc=$?
-	check "stat --json of a pool named with any bytes exits 0 (got $rc)" test "$rc" -eq 0
-	check "stat --json of a pool named with any bytes: strict JSON, path round trip" \
-		json_ok "$tmp/wstat.json" "$weird" path uuid
+	check "stat --json of a pool named with any bytes: exit 0 (got $rc), strict JSON, path round trip" \
+		exits 0 json_ok "$tmp/wstat.json" "$weird" path uuid
 	run_gc wverify --json verify "$weird"
-	check "gc --json verify of a pool named with any bytes exits 0 (got $rc)" test "$rc" -eq 0
-	check "gc --json verify of a pool named with any bytes: strict JSON, path round trip" \
-		json_ok "$tmp/gc-wverify.out" "$weird" command path deep
+	check "gc --json verify of a pool named with any bytes: exit 0 (got $rc), strict JSON, path round trip" \
+		exits 0 json_ok "$tmp/gc-wverify.out" "$weird" command path deep
 	check "gc --json verify of a pool named with any bytes: only escapes, no raw byte" \
 		grep -q '"path": ".*/q\\"b\\\\s\\u0001t\\tn\\ne\\u001b\.é€😀\.\\udcff\\udc80\.\\udcc0\\udcaf\.\\udced\\udca0\\udc80\.\\udcf4\\udc90\\udc80\\udc80\.\\udce2\\udc82z",$' \
 		"$tmp/gc-wverify.out"
@@ -714,34 +715,38 @@ byte=$(od -A n -t u1 -j 16 -N 1 "$spool/super" | tr -d ' ')
 # shellcheck disable=SC2059 # the format is the byte
 printf "\\$(printf %03o "$((byte ^ 255))")" |
 	dd of="$spool/super" bs=1 seek=16 count=1 conv=notrunc 2>/dev/null
+# err_ok BASE PROG PATH CODE [COMMAND]: the tool exited with 2 ($rc), said
+# "PROG: " first on stderr (BASE.err), and printed the error object on
+# stdout (BASE.out) -- that last part only with $py.
+err_ok() {
+	base=$1
+	prog=$2
+	shift 2
+	[ "$rc" -eq 2 ] || return 1
+	if [ "$(head -c $((${#prog} + 2)) "$base.err")" != "$prog: " ]; then
+		show "$base.err"
+		return 1
+	fi
+	[ ! -x "$py" ] || json_err "$base.out" "$@"
+}
+[ -x "$py" ] || skip "no $py (Debian: python3): error objects (exit status and stderr only)"
 for c in "missing:$tmp/missing:NOENT" "notpool:$notpool:NOENT" "file:$tmp/file:NOTPOOL" \
 	"super:$spool:CORRUPT"; do
 	what=${c%%:*}
 	path=${c#*:}
 	path=${path%:*}
 	code=$(mkv_code "${c##*:}")
-	"$stat" --json "$path" >"$tmp/err-$what.json" 2>"$tmp/err-$what.err"
-	rc_stat=$?
+	"$stat" --json "$path" >"$tmp/err-$what.out" 2>"$tmp/err-$what.err"
+	rc=$?
+	check "stat --json, $what: exit 2 (got $rc), stderr, the error object ($code)" \
+		err_ok "$tmp/err-$what" marukv-stat "$path" "$code"
 	run_gc "err-$what" --json verify "$path"
-	rc_gc=$rc
+	check "gc --json verify, $what: exit 2 (got $rc), stderr, the error object ($code)" \
+		err_ok "$tmp/gc-err-$what" marukv-gc "$path" "$code" verify
 	run_gc "errw-$what" -j reclaim "$path"
-	check "stat --json, $what: exit 2 (got $rc_stat)" test "$rc_stat" -eq 2
-	check "stat --json, $what: the message on stderr too" \
-		test "$(head -c 13 "$tmp/err-$what.err")" = "marukv-stat: "
-	check "gc --json verify, $what: exit 2 (got $rc_gc)" test "$rc_gc" -eq 2
-	check "gc --json verify, $what: the message on stderr too" \
-		test "$(head -c 11 "$tmp/gc-err-$what.err")" = "marukv-gc: "
-	check "gc -j reclaim, $what: exit 2 (got $rc)" test "$rc" -eq 2
-	[ -x "$py" ] || continue
-	check "stat --json, $what: the error object, error_code $code" \
-		json_err "$tmp/err-$what.json" "$path" "$code"
-	check "gc --json verify, $what: the error object, error_code $code" \
-		json_err "$tmp/gc-err-$what.out" "$path" "$code" verify
-	check "gc -j reclaim, $what: the error object, error_code $code" \
-		json_err "$tmp/gc-errw-$what.out" "$path" "$code" reclaim
+	check "gc -j reclaim, $what: exit 2 (got $rc), stderr, the error object ($code)" \
+		err_ok "$tmp/gc-errw-$what" marukv-gc "$path" "$code" reclaim
 done
-[ -x "$py" ] || skip "no $py (Debian: python3): error objects"
-check "the errors did not create the missing pool" test ! -e "$tmp/missing"
 
 # ---- man pages --------------------------------------------------------------
 
