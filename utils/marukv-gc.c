@@ -4,17 +4,18 @@
  *
  * A thin tool over the public API (marukv.h only), one command per pool-wide
  * call: reclaim (mkv_pool_reclaim), verify (mkv_pool_verify), evict
- * (mkv_pool_evict).  --json always prints one object per command with the
- * same keys (documented in marukv-gc(1)), raw integers.  Diagnostics and the
- * progress line (a terminal only) go to stderr; write errors on stdout are
- * checked.
+ * (mkv_pool_evict), watermarks (mkv_pool_set_watermarks).  --json always
+ * prints one object per command with the same keys (documented in
+ * marukv-gc(1)), raw integers.  Diagnostics and the progress line (a
+ * terminal only) go to stderr; write errors on stdout are checked.  The
+ * command line is parsed in gc-args.c.
  */
 #include <marukv.h>
 
+#include "gc-args.h"
 #include "json.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,46 +24,7 @@
 #include <unistd.h>
 
 #define PROG "marukv-gc"
-/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
-#define DEFAULT_POOL "/dev/shm/marukv"
-
 enum { EXIT_OK = 0, EXIT_PROBLEMS = 1, EXIT_ERR = 2 };
-enum cmd { CMD_RECLAIM, CMD_VERIFY, CMD_EVICT, CMD_WATERMARKS };
-static const char *const cmd_name[] = { "reclaim", "verify", "evict", "watermarks" };
-
-struct gc_opts {
-	int json, dry_run, quiet, deep;
-	int to;              /* evict: target percent of free pages; -1 unset */
-	int low, high;       /* watermarks: percents; -1 unset */
-	enum cmd cmd;
-	const char *arg;     /* POOL as given, or NULL */
-	const char *name;    /* the pool's name for messages and output */
-};
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " [--json] [--dry-run] [-q|--quiet] COMMAND [ARGS] [POOL]\n"
-		"       " PROG " -V|--version | --help\n"
-		"Check and clean up the marukv pool POOL (default: $MARUKV_POOL,\n"
-		"else " DEFAULT_POOL ").\n"
-		"commands:\n"
-		"  reclaim            free what dead clients left (slots, pins, pages,\n"
-		"                     requests) and clear stale registry readers\n"
-		"  verify [--deep]    check the registry against the page table;\n"
-		"                     --deep also checks every value's checksum\n"
-		"  evict --to PCT     evict cold keys until PCT%% of the pages are free\n"
-		"  watermarks --low PCT --high PCT\n"
-		"                     set when the holder starts and stops evicting\n"
-		"options:\n"
-		"  -j, --json         one JSON object with stable keys and raw integers\n"
-		"  -n, --dry-run      report what reclaim or evict would do; change nothing\n"
-		"  -q, --quiet        no progress line on standard error\n"
-		"  -V, --version      print the version and exit\n"
-		"      --help         print this help and exit\n"
-		"exit status: 0 done (verify: no problem), 1 verify found problems,\n"
-		"2 usage error or a pool that could not be opened or processed\n");
-}
 
 /* ---- output --------------------------------------------------------------- */
 
@@ -103,7 +65,7 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 {
 	if (o->json) {
 		fputs("{\n  \"command\": ", stdout);
-		json_string(stdout, cmd_name[o->cmd]);
+		json_string(stdout, gc_cmd_name[o->cmd]);
 		fputs(",\n  \"path\": ", stdout);
 		json_string(stdout, o->name);
 		if (flag_json)
@@ -117,7 +79,7 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 		fputs("\n}\n", stdout);
 		return;
 	}
-	print_line("command", "%s", cmd_name[o->cmd]);
+	print_line("command", "%s", gc_cmd_name[o->cmd]);
 	print_line("path", "%s", o->name);
 	if (flag_label)
 		print_line(flag_label, "%s", flag ? "yes" : "no");
@@ -125,6 +87,17 @@ static void print_result(const struct gc_opts *o, const char *flag_json,
 		print_line(f[i].label, "%" PRIu64, f[i].value);
 	if (str_label)
 		print_line(str_label, "%s", *str ? str : "-");
+}
+
+/* Flush stdout; EXIT_ERR, said on stderr, if anything written to it was lost. */
+static int flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno ? errno : EIO));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
 }
 
 /* ---- progress ------------------------------------------------------------- */
@@ -166,11 +139,21 @@ static void progress_end(struct progress *p)
 
 /* ---- commands ------------------------------------------------------------- */
 
+/*
+ * Report the failed call that returned rc, before any other mkv_* call:
+ * "marukv-gc: POOL: reason" on stderr and, with --json, the error object
+ * on stdout.  Returns EXIT_ERR.
+ */
 static int fail(const struct gc_opts *o, int rc)
 {
 	const char *msg = mkv_errormsg();
+	const char *why = *msg ? msg : mkv_strerror(rc);
 
-	fprintf(stderr, PROG ": %s: %s\n", o->name, *msg ? msg : mkv_strerror(rc));
+	fprintf(stderr, PROG ": %s: %s\n", o->name, why);
+	if (o->json) {
+		json_error(stdout, gc_cmd_name[o->cmd], o->name, mkv_strerror(rc), rc, why);
+		flush_stdout();
+	}
 	return EXIT_ERR;
 }
 
@@ -265,139 +248,34 @@ static void print(const struct gc_opts *o, const union result *res)
 	}
 }
 
-/* ---- arguments ------------------------------------------------------------ */
-
-/* A percent, 0 to 100, optionally followed by '%'; -1 if not one. */
-static int parse_percent(const char *s)
-{
-	char *end;
-	long v;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s)
-		return -1;
-	if (*end == '%')
-		end++;
-	if (*end != '\0' || v < 0 || v > 100)
-		return -1;
-	return (int)v;
-}
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	return EXIT_ERR;
-}
-
-static int flush_stdout(void)
-{
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, PROG ": error writing to standard output: %s\n",
-			strerror(errno ? errno : EIO));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
-}
+/* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
-	enum { O_HELP = 256, O_DEEP, O_TO, O_LOW, O_HIGH };
-	static const struct option longopts[] = {
-		{ "json",    no_argument,       NULL, 'j' },
-		{ "dry-run", no_argument,       NULL, 'n' },
-		{ "quiet",   no_argument,       NULL, 'q' },
-		{ "version", no_argument,       NULL, 'V' },
-		{ "help",    no_argument,       NULL, O_HELP },
-		{ "deep",    no_argument,       NULL, O_DEEP },
-		{ "to",      required_argument, NULL, O_TO },
-		{ "low",     required_argument, NULL, O_LOW },
-		{ "high",    required_argument, NULL, O_HIGH },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct gc_opts o = { .to = -1, .low = -1, .high = -1 };
+	struct gc_opts o;
 	struct progress prog = { .last_pct = -1 };
 	struct mkv_pool *pool = NULL;
 	union result res;
-	const char *env, *to_arg = NULL, *low_arg = NULL, *high_arg = NULL;
+	const char *env;
 	unsigned oflags;
-	int c, rc, npos, status;
+	int rc, status;
 
-	/* Options may come before or after the command (GNU permutation). */
-	while ((c = getopt_long(argc, argv, "jnqV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': o.json = 1; break;
-		case 'n': o.dry_run = 1; break;
-		case 'q': o.quiet = 1; break;
-		case O_DEEP: o.deep = 1; break;
-		case O_TO: to_arg = optarg; break;
-		case O_LOW: low_arg = optarg; break;
-		case O_HIGH: high_arg = optarg; break;
-		case 'V':
-			printf(PROG " %s\n", mkv_version());
-			return flush_stdout();
-		case O_HELP:
-			usage(stdout);
-			return flush_stdout();
-		default:
-			fputs("Try '" PROG " --help'.\n", stderr);
-			return EXIT_ERR;
-		}
-	}
-	npos = argc - optind;
-	if (npos < 1)
-		return usage_error("no command given");
-	if (strcmp(argv[optind], "reclaim") == 0)
-		o.cmd = CMD_RECLAIM;
-	else if (strcmp(argv[optind], "verify") == 0)
-		o.cmd = CMD_VERIFY;
-	else if (strcmp(argv[optind], "evict") == 0)
-		o.cmd = CMD_EVICT;
-	else if (strcmp(argv[optind], "watermarks") == 0)
-		o.cmd = CMD_WATERMARKS;
-	else
-		return usage_error("unknown command '%s'", argv[optind]);
-	if (npos > 2)
-		return usage_error("too many arguments after '%s'", argv[optind]);
-	if (npos == 2)
-		o.arg = argv[optind + 1];
-	if (o.deep && o.cmd != CMD_VERIFY)
-		return usage_error("--deep is an option of verify, not %s", cmd_name[o.cmd]);
-	if (to_arg && o.cmd != CMD_EVICT)
-		return usage_error("--to is an option of evict, not %s", cmd_name[o.cmd]);
-	if ((low_arg || high_arg) && o.cmd != CMD_WATERMARKS)
-		return usage_error("--low and --high are options of watermarks, not %s",
-				cmd_name[o.cmd]);
-	if (o.dry_run && (o.cmd == CMD_VERIFY || o.cmd == CMD_WATERMARKS))
-		return usage_error("--dry-run is for reclaim and evict");
-	if (o.cmd == CMD_WATERMARKS) {
-		if (!low_arg || !high_arg)
-			return usage_error("watermarks needs --low PERCENT and --high PERCENT");
-		o.low = parse_percent(low_arg);
-		o.high = parse_percent(high_arg);
-		if (o.low < 0 || o.high < 0)
-			return usage_error("--low and --high take percents from 0 to 100");
-	}
-	if (o.cmd == CMD_EVICT) {
-		if (!to_arg)
-			return usage_error("evict needs --to PERCENT");
-		o.to = parse_percent(to_arg);
-		if (o.to < 0)
-			return usage_error("--to takes a percent from 0 to 100, not '%s'", to_arg);
+	switch (gc_parse_args(argc, argv, &o)) {
+	case ARGS_RUN:
+		break;
+	case ARGS_HELP:
+		gc_usage(stdout);
+		return flush_stdout();
+	case ARGS_VERSION:
+		printf(PROG " %s\n", mkv_version());
+		return flush_stdout();
+	case ARGS_USAGE:
+		return EXIT_ERR;
 	}
 
 	/* The name for messages; the library resolves NULL the same way. */
 	env = getenv("MARUKV_POOL");
-	o.name = o.arg ? o.arg : (env && *env) ? env : DEFAULT_POOL;
+	o.name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
 
 	/* verify only reads; reclaim and evict write unless it is a dry run. */
 	oflags = (o.cmd == CMD_VERIFY || o.dry_run) ? MKV_RDONLY : 0;
@@ -408,7 +286,7 @@ int main(int argc, char **argv)
 		o.name = mkv_pool_path(pool);
 
 	if (!o.quiet && isatty(STDERR_FILENO)) {
-		prog.what = cmd_name[o.cmd];
+		prog.what = gc_cmd_name[o.cmd];
 		mkv_pool_set_progress(pool, progress_cb, &prog);
 	}
 	rc = run(pool, &o, &res);

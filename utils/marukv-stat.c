@@ -7,36 +7,21 @@
  * (mkv_pool_clients()), print them.  --json always prints the
  * same object (stable snake_case keys, raw integers); human units only on
  * request (-h).  Diagnostics go to stderr; write errors on stdout are
- * checked.
+ * checked.  The command line is parsed in stat-args.c.
  */
 #include <marukv.h>
 
 #include "json.h"
+#include "stat-args.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PROG "marukv-stat"
-/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
-#define DEFAULT_POOL "/dev/shm/marukv"
-
 enum { EXIT_OK = 0, EXIT_ERR = 2 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " [-j|--json] [-h|--human] [-V|--version] [--help] [POOL]\n"
-		"Print the figures of the marukv pool POOL (default: $MARUKV_POOL,\n"
-		"else " DEFAULT_POOL ").\n"
-		"  -j, --json     one JSON object with stable keys and raw integers\n"
-		"  -h, --human    sizes in KiB/MiB/GiB (ignored with --json)\n"
-		"  -V, --version  print the version and exit\n"
-		"      --help     print this help and exit\n");
-}
 
 /* "12.5 MiB" for a byte count, or the raw integer below 1 KiB. */
 static const char *human_size(uint64_t v, char *buf, size_t len)
@@ -75,7 +60,7 @@ static void format_uuid(const uint8_t u[16], char out[37])
  * The keys of both outputs, in order.  JSON keys are a stable schema
  * (documented in marukv-stat(1)): add keys at the end, never rename one.
  */
-enum kind { K_COUNT, K_BYTES, K_SIGNED };
+enum kind { K_COUNT, K_BYTES, K_SIGNED, K_MODE };
 struct field {
 	const char *json;
 	const char *label;
@@ -83,13 +68,21 @@ struct field {
 	uint64_t value;
 };
 
-/* A field's value as text: raw integers, human sizes only on request. */
-static const char *field_text(const struct field *f, int human, char *buf, size_t len)
+/* How a value is written: JSON, the default text, the text with -h. */
+enum style { S_JSON, S_TEXT, S_HUMAN };
+
+/*
+ * A field's value as text: raw integers, human sizes only on request,
+ * permission bits in octal outside JSON.
+ */
+static const char *field_text(const struct field *f, enum style s, char *buf, size_t len)
 {
 	if (f->kind == K_SIGNED)
 		snprintf(buf, len, "%" PRId64, (int64_t)f->value);
-	else if (human && f->kind == K_BYTES)
+	else if (s == S_HUMAN && f->kind == K_BYTES)
 		human_size(f->value, buf, len);
+	else if (s != S_JSON && f->kind == K_MODE)
+		snprintf(buf, len, "%04" PRIo64, f->value);
 	else
 		snprintf(buf, len, "%" PRIu64, f->value);
 	return buf;
@@ -179,6 +172,8 @@ struct report {
 	size_t nmore;
 	const struct mkv_client *clients;
 	size_t nclients;
+	const struct field *last;    /* the figures added after client_list */
+	size_t nlast;
 };
 
 static void print_label(const char *label, const char *value)
@@ -192,12 +187,13 @@ static void print_label(const char *label, const char *value)
 static void print_human(const struct report *r, int human)
 {
 	const struct mkv_stat *st = r->st;
+	enum style s = human ? S_HUMAN : S_TEXT;
 	char buf[32];
 
 	print_label("path", r->path);
 	print_label("uuid", r->uuid);
 	for (size_t i = 0; i < r->n; i++)
-		print_label(r->f[i].label, field_text(&r->f[i], human, buf, sizeof(buf)));
+		print_label(r->f[i].label, field_text(&r->f[i], s, buf, sizeof(buf)));
 	print_label("lease holder node", *st->lease_holder_node ? st->lease_holder_node : "-");
 	print_label("backing", backing_name(st->backing));
 	for (size_t i = 0; i < r->nmore; i++) {
@@ -206,8 +202,10 @@ static void print_human(const struct report *r, int human)
 			continue;
 		if (i == 0)
 			print_label("dax device", st->dax_device);
-		print_label(r->more[i].label, field_text(&r->more[i], human, buf, sizeof(buf)));
+		print_label(r->more[i].label, field_text(&r->more[i], s, buf, sizeof(buf)));
 	}
+	for (size_t i = 0; i < r->nlast; i++)
+		print_label(r->last[i].label, field_text(&r->last[i], s, buf, sizeof(buf)));
 	print_clients_human(r->clients, r->nclients);
 }
 
@@ -220,7 +218,8 @@ static void print_json(const struct report *r)
 	json_string(stdout, r->path);
 	printf(",\n  \"uuid\": \"%s\"", r->uuid);
 	for (size_t i = 0; i < r->n; i++)
-		printf(",\n  \"%s\": %s", r->f[i].json, field_text(&r->f[i], 0, buf, sizeof(buf)));
+		printf(",\n  \"%s\": %s", r->f[i].json,
+			field_text(&r->f[i], S_JSON, buf, sizeof(buf)));
 	fputs(",\n  \"lease_holder_node\": ", stdout);
 	json_string(stdout, st->lease_holder_node);
 	fputs(",\n  \"backing\": ", stdout);
@@ -229,78 +228,83 @@ static void print_json(const struct report *r)
 	json_string(stdout, st->dax_device);
 	for (size_t i = 0; i < r->nmore; i++)
 		printf(",\n  \"%s\": %s", r->more[i].json,
-			field_text(&r->more[i], 0, buf, sizeof(buf)));
+			field_text(&r->more[i], S_JSON, buf, sizeof(buf)));
 	print_clients_json(r->clients, r->nclients);
+	for (size_t i = 0; i < r->nlast; i++)
+		printf(",\n  \"%s\": %s", r->last[i].json,
+			field_text(&r->last[i], S_JSON, buf, sizeof(buf)));
 	fputs("\n}\n", stdout);
+}
+
+/* Flush stdout; EXIT_ERR, said on stderr, if anything written to it was lost. */
+static int flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": error writing to standard output: %s\n",
+			strerror(errno ? errno : EIO));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+/*
+ * Report the failed call on the pool that returned rc, before any other
+ * mkv_* call: "marukv-stat: POOL: reason" on stderr and, with --json, the
+ * error object on stdout.  The reason is the library's message if
+ * lib_msg and it left one, else the code's text.  Returns EXIT_ERR.
+ */
+static int fail(const struct stat_opts *o, const char *name, int rc, int lib_msg)
+{
+	const char *msg = lib_msg ? mkv_errormsg() : "";
+	const char *why = *msg ? msg : mkv_strerror(rc);
+
+	fprintf(stderr, PROG ": %s: %s\n", name, why);
+	if (o->json) {
+		json_error(stdout, NULL, name, mkv_strerror(rc), rc, why);
+		flush_stdout();
+	}
+	return EXIT_ERR;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "json",    no_argument, NULL, 'j' },
-		{ "human",   no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help",    no_argument, NULL, 'H' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct stat_opts o;
 	struct mkv_pool *pool = NULL;
 	struct mkv_stat st;
 	struct mkv_client *clients = NULL;
 	size_t nclients = 0;
-	const char *arg = NULL, *name, *env;
+	const char *name, *env;
 	char uuid[37];
-	int json = 0, human = 0, c, rc;
+	int rc;
 
-	while ((c = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'h': human = 1; break;
-		case 'V':
-			printf(PROG " %s\n", mkv_version());
-			goto out_flush;
-		case 'H':
-			usage(stdout);
-			goto out_flush;
-		default:
-			usage(stderr);
-			return EXIT_ERR;
-		}
-	}
-	if (argc - optind > 1) {
-		fprintf(stderr, PROG ": too many arguments\n");
-		usage(stderr);
+	switch (stat_parse_args(argc, argv, &o)) {
+	case ARGS_RUN:
+		break;
+	case ARGS_HELP:
+		stat_usage(stdout);
+		return flush_stdout();
+	case ARGS_VERSION:
+		printf(PROG " %s\n", mkv_version());
+		return flush_stdout();
+	case ARGS_USAGE:
 		return EXIT_ERR;
 	}
-	if (optind < argc)
-		arg = argv[optind];
 
 	/* The name for messages; the library resolves NULL the same way. */
 	env = getenv("MARUKV_POOL");
-	name = arg ? arg : (env && *env) ? env : DEFAULT_POOL;
+	name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
 
-	rc = mkv_pool_open(arg, MKV_RDONLY, NULL, &pool);
-	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
-		return EXIT_ERR;
-	}
+	rc = mkv_pool_open(o.arg, MKV_RDONLY, NULL, &pool);
+	if (rc < 0)
+		return fail(&o, name, rc, 1);
 	rc = mkv_pool_stat(pool, &st);
+	if (rc == 0)
+		rc = get_clients(pool, st.max_clients, &clients, &nclients);
 	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name, *msg ? msg : mkv_strerror(rc));
+		/* get_clients' own allocation leaves no library message. */
+		rc = fail(&o, name, rc, rc != MKV_E_NOMEM);
 		mkv_pool_close(&pool);
-		return EXIT_ERR;
-	}
-	rc = get_clients(pool, st.max_clients, &clients, &nclients);
-	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-
-		fprintf(stderr, PROG ": %s: %s\n", name,
-			*msg && rc != MKV_E_NOMEM ? msg : mkv_strerror(rc));
-		mkv_pool_close(&pool);
-		return EXIT_ERR;
+		return rc;
 	}
 	/* Terminated strings whatever the library left in the arrays. */
 	st.lease_holder_node[sizeof(st.lease_holder_node) - 1] = '\0';
@@ -341,24 +345,25 @@ int main(int argc, char **argv)
 			{ "low_watermark",     "low watermark %",   K_COUNT, st.low_watermark },
 			{ "high_watermark",    "high watermark %",  K_COUNT, st.high_watermark },
 		};
+		/* Added after client_list: at the end of the JSON object. */
+		const struct field last[] = {
+			{ "max_nodes",         "max nodes",         K_COUNT, st.max_nodes },
+			{ "nodes",             "nodes",             K_COUNT, st.nodes },
+			{ "mode",              "mode",              K_MODE,  st.mode },
+			{ "gid",               "gid",               K_COUNT, st.gid },
+		};
 		const struct report r = {
 			name, uuid, &st, f, sizeof(f) / sizeof(f[0]),
 			more, sizeof(more) / sizeof(more[0]), clients, nclients,
+			last, sizeof(last) / sizeof(last[0]),
 		};
 
-		if (json)
+		if (o.json)
 			print_json(&r);
 		else
-			print_human(&r, human);
+			print_human(&r, o.human);
 	}
 	free(clients);
 	mkv_pool_close(&pool);
-
-out_flush:
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, PROG ": error writing to standard output: %s\n",
-			strerror(errno));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
+	return flush_stdout();
 }
