@@ -22,6 +22,9 @@
 
 #include "internal.h"
 
+static void problem(struct mkv_verify *v, const char *fmt, ...)
+		__attribute__((format(printf, 2, 3)));
+
 static void
 problem(struct mkv_verify *v, const char *fmt, ...)
 {

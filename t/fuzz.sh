@@ -39,13 +39,15 @@ FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 # so library sources are instrumented too.  Library sources (src/*.c)
 # build as in the library: -DMARUKV_BUILDING, config.h from the build
 # tree, src/ and include/ on the include path; their pkg-config flags
-# come through FUZZ_CFLAGS.  A target for a decoder of the library would
-# read, for example:
-#   super        src/pool.c src/error.c src/log.c ... -- -llmdb -lpmem2
+# come through FUZZ_CFLAGS.  The pool_* targets build the whole library in
+# (t/fuzz/fuzz_pool.h).
 targets='
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
 stat_args    utils/stat-args.c t/fuzz/fuzz_argv.c
+pool_super     t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
+pool_registry  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
+pool_requests  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
 '
 
 case $FUZZ_SECONDS in
