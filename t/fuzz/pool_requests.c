@@ -41,14 +41,20 @@ put64(uint64_t off, uint64_t v)
 	fuzz_pool_write(&fp, 0, off, &v, sizeof(v));
 }
 
-/* Whether every request written is answered, waiting up to 5 s. */
+/*
+ * Whether every request written is answered, waiting up to 10 s.  Every
+ * second without the answers, a request of our own goes through the
+ * write path as a waiting client's would: a holder slowed down past half
+ * its lease period (sanitizers on a loaded machine) fences itself, and
+ * only a waiting client takes the lease again.
+ */
 static int
-answered(const struct mkv_pool *pool, const uint32_t *seqs)
+answered(struct mkv_pool *pool, const uint32_t *seqs)
 {
 	const struct mkv_rq *rq = (const struct mkv_rq *)((const char *)pool->super.addr + sb.rq_off);
 	struct timespec nap = { 0, 1000000 };
 
-	for (int tries = 0; tries < 5000; tries++) {
+	for (int tries = 1; tries <= 10000; tries++) {
 		int left = 0;
 
 		for (unsigned i = 0; i < 3 * MKV_RQ_DEPTH; i++)
@@ -56,6 +62,9 @@ answered(const struct mkv_pool *pool, const uint32_t *seqs)
 					__ATOMIC_ACQUIRE) >> 32) != seqs[i];
 		if (!left)
 			return 1;
+		if (tries % 1000 == 0)
+			mkv_pool_set_watermarks(pool, MKV_DEFAULT_LOW_WATERMARK,
+					MKV_DEFAULT_HIGH_WATERMARK);
 		nanosleep(&nap, NULL);
 	}
 	return 0;
