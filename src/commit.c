@@ -353,8 +353,11 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 		for (size_t i = 0; i < b->done.n; i++)
 			if (b->done.v[i].to == quar)
 				x[n++] = b->done.v[i].ext;
+		/* txn ids are never reused: a record under ours already is damage, replaced */
+		if (mdb_get(txn, p->reg.freed, &k, &d) == 0)
+			mkv_log(MKV_LOG_WARN, "pool %s: a damaged quarantine record replaced", p->path);
 		d = (MDB_val){ n * sizeof(*x), x };
-		rc = mdb_put(txn, p->reg.freed, &k, &d, MDB_NOOVERWRITE);
+		rc = mdb_put(txn, p->reg.freed, &k, &d, 0);
 		free(x);
 		if (rc)
 			return mkv_err_mdb(rc, "delete");
