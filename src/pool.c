@@ -987,6 +987,34 @@ fail:
 	return rc;
 }
 
+/*
+ * The handle's own memory.  In a forked child its mutexes and conditions
+ * are not destroyed: the parent's threads may have been waiting on them at
+ * the fork, and glibc's pthread_cond_destroy() waits for waiters that do
+ * not exist in the child.  Their memory is simply freed.
+ */
+static void
+handle_free(struct mkv_pool *p)
+{
+	if (p->forked) {
+		free(p->epochs.ring);
+		free(p->grants.ext);
+		free(p->bufs.v);
+		free(p->views.v);
+		free(p->rq.kept);
+	} else {
+		mkv_lease_fini(p);
+		mkv_epoch_fini(&p->epochs);
+		mkv_grants_fini(&p->grants);
+		mkv_handout_fini(&p->bufs);
+		mkv_handout_fini(&p->views);
+		mkv_rq_fini(p);
+	}
+	free(p->watch);
+	free(p->path);
+	free(p);
+}
+
 MKV_EXPORT void
 mkv_pool_close(struct mkv_pool **pool)
 {
@@ -999,27 +1027,27 @@ mkv_pool_close(struct mkv_pool **pool)
 	if (p->forked) {
 		/* the slot, the views, the lease and LMDB's environment are the parent's */
 		open_list_remove(p);
-		mkv_lease_fini(p);
 		mkv_reg_forget(p);
-	} else if (p->slot != UINT32_MAX) {
-		/*
-		 * Unused grants go back if anyone can take them (else the next
-		 * holder's rebuild frees them), then the lease, then the slot.
-		 */
-		if (p->h.ready && !(p->flags & MKV_RDONLY)) {
-			struct mkv_req r = { .op = MKV_OP_DETACH };
+	} else {
+		if (p->slot != UINT32_MAX) {
+			/*
+			 * Unused grants go back if anyone can take them (else the
+			 * next holder's rebuild frees them), then the lease, then
+			 * the slot.
+			 */
+			if (p->h.ready && !(p->flags & MKV_RDONLY)) {
+				struct mkv_req r = { .op = MKV_OP_DETACH };
 
-			mkv_write(p, &r, 2 * p->lease_period_ns);
+				mkv_write(p, &r, 2 * p->lease_period_ns);
+			}
+			mkv_service_stop(p);
+			if (p->h.ready && !(p->flags & MKV_RDONLY))
+				mkv_lease_release(p);
+			open_list_remove(p);
+			mkv_client_detach(p);
 		}
-		mkv_service_stop(p);
-		if (p->h.ready && !(p->flags & MKV_RDONLY))
-			mkv_lease_release(p);
-		open_list_remove(p);
-		mkv_lease_fini(p);
-		mkv_client_detach(p);
-	}
-	if (!p->forked)
 		mkv_reg_close(p);
+	}
 	mkv_unmap(&p->data);
 	mkv_unmap(&p->super);
 	if (p->data_fd >= 0)
@@ -1028,14 +1056,7 @@ mkv_pool_close(struct mkv_pool **pool)
 		close(p->super_fd);
 	if (p->dirfd >= 0)
 		close(p->dirfd);
-	mkv_epoch_fini(&p->epochs);
-	mkv_grants_fini(&p->grants);
-	mkv_handout_fini(&p->bufs);
-	mkv_handout_fini(&p->views);
-	free(p->watch);
-	mkv_rq_fini(p);
-	free(p->path);
-	free(p);
+	handle_free(p);
 }
 
 MKV_EXPORT const char *

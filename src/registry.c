@@ -335,10 +335,7 @@ mkv_reg_wtxn_end(struct mkv_pool *p, MDB_txn *txn, bool commit)
 void
 mkv_reg_forget(struct mkv_pool *p)
 {
-	if (p->reg.rtxn) {
-		free(p->reg.rtxn);
-		pthread_mutex_destroy(&p->reg.lock);
-	}
+	free(p->reg.rtxn);
 	memset(&p->reg, 0, sizeof(p->reg));
 }
 

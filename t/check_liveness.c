@@ -289,6 +289,45 @@ START_TEST(test_close_in_forked_child_leaves_parent_intact)
 }
 END_TEST
 
+/*
+ * A read-only handle's service thread spends its time waiting on a
+ * condition of the handle; a fork catches it there.  The child's close
+ * must not wait for that waiter, which the child does not have.
+ */
+START_TEST(test_close_in_forked_child_of_idle_reader_returns)
+{
+	struct popts o = { .node = "a" };
+	struct mkv_pool *w, *r;
+
+	TU_OK(open_pool(MKV_CREATE, &o, &w));
+	TU_OK(open_pool(MKV_RDONLY, &o, &r));
+	for (int i = 0; i < 10; i++) {
+		pid_t pid;
+		int rc;
+
+		tu_sleep_ms(20);
+		fflush(NULL);
+		pid = tu_fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			mkv_pool_close(&r);
+			mkv_pool_close(&w);
+			_exit(0);
+		}
+		rc = tu_wait_for(pid, 5);
+		if (rc == -2) {
+			kill(pid, SIGKILL);
+			tu_wait(pid);
+		}
+		ck_assert_msg(rc == 0, "fork %d: the child's mkv_pool_close() %s", i,
+				rc == -2 ? "hung" : "failed");
+	}
+	TU_OK(mkv_exists(r, "x", 1) == 0 ? 0 : -1);
+	mkv_pool_close(&r);
+	mkv_pool_close(&w);
+}
+END_TEST
+
 START_TEST(test_forked_child_exiting_without_close_leaves_parent_intact)
 {
 	struct popts o = { .node = "a" };
@@ -1010,6 +1049,7 @@ liveness_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_close_in_forked_child_leaves_parent_intact);
 	tcase_add_test(tc, test_forked_child_exiting_without_close_leaves_parent_intact);
+	tcase_add_test(tc, test_close_in_forked_child_of_idle_reader_returns);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("readers");
