@@ -259,6 +259,9 @@ mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf 
 	rc = write_one(pool, &r);
 	r.result = rc;
 	buf_settle(pool, buf, &u, &r);
+	/* giving unused pages back may fail on its own; the publish did not */
+	if (rc == 0)
+		mkv_err_clear();
 	return rc;
 }
 
@@ -332,6 +335,8 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 	memset(ticket, 0, sizeof(*ticket));
 	if (r.result)
 		return mkv_err(r.result, "mkv_wait: %s", mkv_strerror(r.result));
+	/* a takeover tried on the way may have failed: the publish did not */
+	mkv_err_clear();
 	return 0;
 }
 
