@@ -108,6 +108,10 @@ struct walk {
 	uint64_t npages;          /* the snapshot's next page: every page is below */
 	uint64_t txnid;
 	uint8_t *seen;            /* per page below npages: UNSEEN, IN_TREE, ON_FREE_LIST */
+	/* a page buffer per level of the walk: a named database's tree is
+	 * walked from inside a leaf of the main database */
+	uint8_t *bufs[2 * LMDB_MAX_DEPTH];
+	unsigned nest;
 };
 
 /* A tree being walked, and what its pages add up to. */
@@ -491,8 +495,10 @@ walk_page(struct walk *w, struct tree *t, uint64_t pgno, unsigned level)
 
 	if ((rc = mark(w, t, pgno, 1, IN_TREE)))
 		return rc;
-	if (!(pg = malloc(w->psize)))
+	/* the main database's depth and a named one's, both checked already */
+	if (!w->bufs[w->nest] && !(w->bufs[w->nest] = malloc(w->psize)))
 		return mkv_err(MKV_E_NOMEM, "registry check: out of memory");
+	pg = w->bufs[w->nest++];
 	if ((rc = read_page(w, pgno, pg)))
 		goto out;
 	lower = get16(pg, PG_LOWER);
@@ -544,7 +550,7 @@ walk_page(struct walk *w, struct tree *t, uint64_t pgno, unsigned level)
 		}
 	}
 out:
-	free(pg);
+	w->nest--;
 	return rc;
 }
 
@@ -595,6 +601,8 @@ mkv_regcheck_walk(struct mkv_regcheck *c, uint64_t txnid)
 		rc = walk_db(&w, &m.db[1], MAIN_DB, "main");
 	for (uint64_t p = 0; rc == 0 && p < w.npages; p++)
 		c->free_pages += w.seen[p] == ON_FREE_LIST;
+	for (unsigned l = 0; l < 2 * LMDB_MAX_DEPTH; l++)
+		free(w.bufs[l]);
 	free(w.seen);
 	return rc;
 }
