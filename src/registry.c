@@ -257,7 +257,7 @@ map_find(struct mkv_pool *p, MDB_txn *txn, const struct mkv_regcheck *c)
 		return mkv_err_mdb(rc, "registry: first key");
 	mdb_env_info(p->reg.env, &info);
 	base = (uintptr_t)k.mv_data - c->first_key_off;
-	if (base % MKV_SUPER_ALIGN || c->first_key_off >= info.me_mapsize)
+	if (base % (uintptr_t)sysconf(_SC_PAGESIZE) || c->first_key_off >= info.me_mapsize)
 		return mkv_err(MKV_E_INTERNAL, "pool %s: registry.mdb: LMDB's map is not where its first key says",
 				p->path);
 	p->reg.map = (const char *)base;
