@@ -263,6 +263,7 @@ build_pristine(const char *path)
 	struct mkv_buf b[DD_CHAIN_LEN];
 	pid_t pid;
 
+	tu_rmtree(path);
 	if (pipe(go) || pipe(pinned) || pipe(done))
 		die("pipe");
 	if ((pid = tu_fork()) < 0)
