@@ -667,6 +667,8 @@ verdict(int status, const char *errfile, bool library)
 		return "sanitizer report";
 	if (library && WEXITSTATUS(status) != 0)
 		return "child failed";
+	if (!library && WEXITSTATUS(status) == 127)
+		return "could not run";
 	if (library && file_has(errfile, NULL))
 		return "library wrote to stderr";
 	return "";
