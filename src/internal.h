@@ -241,7 +241,9 @@ int mkv_reg_full(struct mkv_pool *p, bool *full);
 int mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v);
 int mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v);
 int mkv_check_key(const void *key, size_t klen);
+/* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
 int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
+/* Walk the read txn's snapshot (regcheck.c), renewing the txn if a writer overwrote its meta */
 int mkv_reg_walk(struct mkv_pool *p, MDB_txn *txn);
 
 /* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */

@@ -11,6 +11,11 @@
  * The map size is fixed to the preallocated file's size, so no process ever
  * resizes the map under another.  Read transactions are reused: reset after
  * use and renewed for the next lookup.
+ *
+ * LMDB trusts its file.  Opening checks the meta page LMDB will use before
+ * mdb_env_open() and walks the first snapshot before LMDB reads a page of
+ * it (regcheck.c); every key and value LMDB returns here is checked to lie
+ * inside its map before it is read (mkv_reg_val).
  */
 #include "config.h"
 

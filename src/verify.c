@@ -11,6 +11,11 @@
  * a crash can leave them, and the next lease holder reclaims them.  The
  * page table changes under a running holder, so only what no transition
  * passes through counts as a problem.
+ *
+ * LMDB trusts its file, so the snapshot's pages are walked first
+ * (regcheck.c): a registry damaged since it was opened is reported as the
+ * one problem, and nothing is read through LMDB; every key and value
+ * LMDB returns is checked to lie inside its map before it is read.
  */
 #include "config.h"
 
