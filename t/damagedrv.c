@@ -8,9 +8,11 @@
  *   damagedrv --dir DIR --replay FILE:TRIAL [--seed S]
  *
  * It builds one pristine pool in DIR/pristine: a few hundred keys, chains
- * published with mkv_publish_chain, every fifth plain key deleted while
- * another process holds a view (so the quarantine table `freed` and LMDB's
- * free list are not empty).  Then, for each trial of each file in LIST
+ * published with mkv_publish_chain, every fifth plain key deleted and a
+ * hundred or more evicted in one txn while another process holds a view (so
+ * the quarantine table `freed` holds records, one of them on LMDB overflow
+ * pages, and LMDB's free list is not empty).  Then, for each trial of each
+ * file in LIST
  * (super, registry, data; default all three), it copies the pool, damages
  * that ONE file and runs, each in a process of its own with a hard
  * timeout:
@@ -59,13 +61,14 @@
 #include "testutil.h"
 #include "layout.h"
 
-#define DD_DATA (4ULL << 20)
+#define DD_DATA (8ULL << 20)
 #define DD_REGISTRY (1ULL << 20)
 #define DD_PAGE 4096U
 #define DD_CLIENTS 8U
 #define DD_PERIOD 100U            /* lease period, ms: a lost holder costs 30 of them */
 #define DD_CLIENT_TIMEOUT 500U
-#define DD_KEYS 240U              /* plain keys */
+#define DD_KEYS 400U              /* plain keys */
+#define DD_EVICT_PAGES 240U       /* evicted in one txn: quarantine needs overflow pages */
 #define DD_CHAINS 12U
 #define DD_CHAIN_LEN 5U
 #define DD_MAXLEN (2 * DD_PAGE - 64)
@@ -106,25 +109,24 @@ chain_key(char *out, unsigned c, unsigned i)
 }
 
 static size_t
-value_len(unsigned i)
+value_len(unsigned i, size_t max)
 {
-	return 100 + (size_t)i * 977 % DD_MAXLEN;
+	return 100 + (size_t)i * 977 % (max - 100);
 }
 
 /* Step @p s begins (so a crash or hang in it is blamed on it), then its code. */
 #define STEP(r, s, call) ((r)->reached = (int)(s) + 1, (r)->codes[s] = (call))
 
-/* A few gets: the value may be missing or damaged; views are released. */
+/* Gets of every 11th key: missing, damaged or whole; views are released. */
 static int
 gets(struct mkv_pool *pool)
 {
-	static const unsigned which[] = { 1, 2, 3, 7, 100, 239 };
 	struct mkv_view v;
 	char key[64];
 	int rc, first = 0;
 
-	for (unsigned i = 0; i < sizeof(which) / sizeof(which[0]); i++) {
-		rc = mkv_get(pool, key, plain_key(key, which[i]), &v);
+	for (unsigned i = 1; i < DD_KEYS; i += 11) {
+		rc = mkv_get(pool, key, plain_key(key, i), &v);
 		if (rc == 0) {
 			volatile uint8_t sum = 0;
 
@@ -204,6 +206,9 @@ lib_part(const char *path, struct report *r)
 
 /* ---- the pristine pool ---- */
 
+#define PATH_LEN 4096
+static void join(char out[PATH_LEN], const char *dir, const char *name);
+
 static void
 die(const char *what)
 {
@@ -230,6 +235,25 @@ pinning_reader(const char *path, int go, int pinned, int done)
 	_exit(0);
 }
 
+/* Pages of registry.mdb that look like the first of an LMDB overflow run. */
+static unsigned
+overflow_runs(const char *pool)
+{
+	char path[PATH_LEN];
+	struct { uint64_t pgno; uint16_t pad, flags; } hdr;
+	unsigned n = 0;
+	int fd;
+
+	join(path, pool, "registry.mdb");
+	if ((fd = open(path, O_RDONLY)) < 0)
+		die(path);
+	for (uint64_t pg = 2; pread(fd, &hdr, sizeof(hdr), (off_t)(pg * DD_PAGE)) ==
+			sizeof(hdr); pg++)
+		n += hdr.pgno == pg && hdr.flags == 0x04;
+	close(fd);
+	return n;
+}
+
 /* The pristine pool must be sound, with quarantine and LMDB's free list in use. */
 static void
 describe(const char *path)
@@ -237,18 +261,20 @@ describe(const char *path)
 	struct mkv_pool *pool;
 	struct mkv_verify v;
 	struct mkv_stat st;
+	unsigned runs = overflow_runs(path);
 
 	if (mkv_pool_open(path, MKV_RDONLY, NULL, &pool) || mkv_pool_stat(pool, &st) ||
 	    mkv_pool_verify(pool, MKV_VERIFY_DEEP, &v))
 		die("the pristine pool");
 	mkv_pool_close(&pool);
-	printf("# pristine pool: %llu keys, %llu pages used, %llu quarantined, registry %llu of %llu bytes in use\n",
+	printf("# pristine pool: %llu keys, %llu pages used, %llu quarantined, %llu evicted; registry %llu of %llu bytes in use, %u overflow runs\n",
 			(unsigned long long)st.entries, (unsigned long long)v.pages_used,
-			(unsigned long long)v.pages_quarantined,
-			(unsigned long long)st.registry_used, (unsigned long long)st.registry_size);
-	if (!v.pages_quarantined) {
+			(unsigned long long)v.pages_quarantined, (unsigned long long)st.evictions,
+			(unsigned long long)st.registry_used, (unsigned long long)st.registry_size,
+			runs);
+	if (!v.pages_quarantined || !runs) {
 		errno = EINVAL;
-		die("the pristine pool has nothing in quarantine");
+		die("the pristine pool has no quarantine or no overflow page");
 	}
 }
 
@@ -261,6 +287,8 @@ build_pristine(const char *path)
 	char key[64], ckeys[DD_CHAIN_LEN][64], c;
 	struct mkv_key k[DD_CHAIN_LEN];
 	struct mkv_buf b[DD_CHAIN_LEN];
+	struct mkv_stat st;
+	struct mkv_evict ev;
 	pid_t pid;
 
 	tu_rmtree(path);
@@ -282,14 +310,14 @@ build_pristine(const char *path)
 	for (unsigned i = 0; i < DD_KEYS; i++) {
 		size_t klen = plain_key(key, i);
 
-		if (tu_put(pool, key, klen, value_len(i)))
+		if (tu_put(pool, key, klen, value_len(i, DD_PAGE)))
 			die("put");
 	}
 	for (unsigned ch = 0; ch < DD_CHAINS; ch++) {
 		for (unsigned i = 0; i < DD_CHAIN_LEN; i++) {
 			k[i].len = chain_key(ckeys[i], ch, i);
 			k[i].data = ckeys[i];
-			if (mkv_alloc(pool, value_len(ch * 7 + i), &b[i]))
+			if (mkv_alloc(pool, value_len(ch * 7 + i, DD_MAXLEN), &b[i]))
 				die("alloc");
 			tu_fill(b[i].data, b[i].len, ckeys[i], k[i].len);
 		}
@@ -301,6 +329,10 @@ build_pristine(const char *path)
 	for (unsigned i = 0; i < DD_KEYS; i += 5)
 		if (mkv_del(pool, key, plain_key(key, i)))
 			die("del");
+	if (mkv_pool_stat(pool, &st) ||
+	    mkv_pool_evict(pool, (unsigned)((st.pages_free + DD_EVICT_PAGES) * 100 / st.pages_total),
+			0, &ev) || ev.keys == 0)
+		die("evict");
 	mkv_pool_close(&pool);
 	if (write(done[1], "d", 1) != 1 || tu_wait_for(pid, 30) != 0)
 		die("the pinning reader");
@@ -314,8 +346,6 @@ build_pristine(const char *path)
 }
 
 /* ---- files ---- */
-
-#define PATH_LEN 4096
 
 /* out = dir/name, or a setup error if it does not fit */
 static void
