@@ -343,12 +343,14 @@ mark(const struct walk *w, const struct tree *t, uint64_t pgno, uint64_t n, int 
 				w->c->pool, t->name, (unsigned long long)pgno,
 				(unsigned long long)(pgno + n - 1), (unsigned long long)w->npages);
 	for (uint64_t i = pgno; i < pgno + n; i++) {
-		if (w->seen[i] != UNSEEN)
+		int was = w->seen[i];
+
+		if (was != UNSEEN)
 			return mkv_err(MKV_E_CORRUPT,
 					"pool %s: registry.mdb: page %llu (%s database) is %s",
 					w->c->pool, (unsigned long long)i, t->name,
-					w->seen[i] == ON_FREE_LIST || how == ON_FREE_LIST ?
-					"both free and in use" : "reached twice");
+					was == how ? (how == IN_TREE ? "reached twice" :
+					"on the free list twice") : "both free and in use");
 		w->seen[i] = (uint8_t)how;
 	}
 	return 0;
