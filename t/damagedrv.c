@@ -23,7 +23,8 @@
  *    a put and a delete, reclaim, evict, close).
  * A trial fails if any of them dies of a signal (SIGSEGV, SIGBUS, SIGABRT
  * from a sanitizer or an assertion), outlives the timeout, or if the
- * library writes to standard error.  Return codes may be any error.
+ * library writes to standard error (a tool that cannot be run, or a child
+ * that cannot set itself up, fails it too).  Return codes may be any error.
  *
  * The damage of trial I of a file comes from the seed S + I hashed with
  * the file's name: one of a single-byte flip, 2 to 64 bytes of garbage, a
@@ -554,7 +555,7 @@ super_regions(const char *path, struct target *t)
 /* ---- running ---- */
 
 struct tally {
-	unsigned trials, passed, crashes, hangs, noisy, skipped;
+	unsigned trials, passed, crashes, hangs, noisy, broken, skipped;
 	/* return codes seen: by open (ro, rw), by the other calls, by each tool */
 	struct { int code; unsigned n; } codes[4][64];
 };
@@ -795,6 +796,8 @@ trial(const struct run *run, int file, unsigned i, uint64_t base, const struct t
 		t->hangs++;
 	else if (strcmp(why, "library wrote to stderr") == 0)
 		t->noisy++;
+	else if (strcmp(why, "could not run") == 0 || strcmp(why, "child failed") == 0)
+		t->broken++;
 	else
 		t->crashes++;
 	printf("not ok - %s trial %u: %s: %s in %s\n", file_names[file], i, d.what, why, who);
@@ -845,9 +848,9 @@ skipped(const char *list, int file, unsigned i)
 static void
 print_tally(int file, const struct tally *t)
 {
-	printf("# %s: %u trials, %u passed, %u crashes, %u hangs, %u noisy, %u skipped\n",
+	printf("# %s: %u trials, %u passed, %u crashes, %u hangs, %u noisy, %u not run, %u skipped\n",
 			file_names[file], t->trials, t->passed, t->crashes, t->hangs, t->noisy,
-			t->skipped);
+			t->broken, t->skipped);
 	for (int w = 0; w < 4; w++) {
 		printf("#   %s:", tally_names[w]);
 		for (int i = 0; i < 64 && t->codes[w][i].n; i++)
