@@ -396,7 +396,9 @@ struct mkv_verify {
  * entries; with MKV_VERIFY_DEEP, every value's bytes against the checksum
  * recorded when it was published.  Leaked pages (marked taken, owned by
  * nothing) are counted but are not problems: the lease holder reclaims
- * them.
+ * them.  A registry file whose structure is damaged (a page LMDB would read
+ * outside its map) is reported as the one problem, before anything is read
+ * through LMDB.
  * Returns 0 if there is no problem, MKV_E_CORRUPT if there are (see
  * @p report); MKV_E_INVAL (a NULL argument, unknown flags), MKV_E_NOMEM,
  * MKV_E_INTERNAL if the check could not run.

@@ -53,6 +53,8 @@ struct mkv_registry {
 	pthread_mutex_t lock;  /* guards the read-txn cache */
 	MDB_txn **rtxn;        /* more reset read txns ready for renew */
 	unsigned nrtxn, cap;
+	const char *map;       /* LMDB's map of the file, and its size */
+	size_t mapsize;
 };
 
 /* epoch.c: this client's outstanding views, by the txn they pinned */
@@ -270,6 +272,23 @@ int mkv_reg_full(struct mkv_pool *p, bool *full);
 int mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v);
 int mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v);
 int mkv_check_key(const void *key, size_t klen);
+/* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
+int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
+/* Walk the read txn's snapshot (regcheck.c), renewing the txn if a writer overwrote its meta */
+int mkv_reg_walk(struct mkv_pool *p, MDB_txn *txn);
+
+/* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */
+struct mkv_regcheck {
+	int fd;                  /* registry.mdb */
+	const char *pool;        /* the pool's path, for messages */
+	uint64_t map_size;       /* LMDB's map size: super's registry_size */
+	/* what a walk found */
+	uint64_t first_key_off;  /* file offset of the main database's first key; 0: empty */
+	uint64_t pages;          /* pages of the snapshot's trees and overflow runs */
+	uint64_t free_pages;     /* pages on its free list */
+};
+int mkv_regcheck_metas(struct mkv_regcheck *c);
+int mkv_regcheck_walk(struct mkv_regcheck *c, uint64_t txnid);
 
 /* client.c */
 static inline uint64_t mkv_client_owner(const struct mkv_pool *p)

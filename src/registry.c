@@ -11,6 +11,11 @@
  * The map size is fixed to the preallocated file's size, so no process ever
  * resizes the map under another.  Read transactions are reused: reset after
  * use and renewed for the next lookup.
+ *
+ * LMDB trusts its file.  Opening checks the meta page LMDB will use before
+ * mdb_env_open() and walks the first snapshot before LMDB reads a page of
+ * it (regcheck.c); every key and value LMDB returns here is checked to lie
+ * inside its map before it is read (mkv_reg_val).
  */
 #include "config.h"
 
@@ -25,6 +30,7 @@
 #include "internal.h"
 
 #define RTXN_CACHE 8
+#define WALK_TRIES 16
 
 static unsigned
 readers_for(const struct mkv_super *sb)
@@ -107,6 +113,8 @@ mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta lacks %s", p->path, name);
 	if (rc)
 		return mkv_err_mdb(rc, "registry: meta");
+	if ((rc = mkv_reg_val(p, txn, &d, "a meta value")))
+		return rc;
 	if (d.mv_size != sizeof(*v))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta %s has %zu bytes",
 				p->path, name, d.mv_size);
@@ -201,11 +209,115 @@ lock_file(struct mkv_pool *p)
 	return 0;
 }
 
+/* LMDB's meta pages, checked before mdb_env_open() trusts them. */
+static int
+metas_check(struct mkv_pool *p, const struct mkv_super *sb)
+{
+	struct mkv_regcheck c = { .pool = p->path, .map_size = sb->registry_size };
+	int rc;
+
+	c.fd = openat(p->dirfd, MKV_FILE_REGISTRY, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (c.fd < 0)
+		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
+	rc = mkv_regcheck_metas(&c);
+	close(c.fd);
+	return rc;
+}
+
+/*
+ * Walk the snapshot of the read txn @p txn (regcheck.c).  The walk starts
+ * from the meta page carrying the txn's id; a writer that committed twice
+ * since the txn began has overwritten it, and the txn is renewed.
+ */
+static int
+walk(struct mkv_pool *p, MDB_txn *txn, struct mkv_regcheck *c)
+{
+	MDB_envinfo info;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->pool = p->path;
+	mdb_env_get_fd(p->reg.env, &c->fd);
+	mdb_env_info(p->reg.env, &info);
+	c->map_size = info.me_mapsize;
+	for (unsigned tries = 0; tries < WALK_TRIES; tries++) {
+		if ((rc = mkv_regcheck_walk(c, mdb_txn_id(txn))) != -EAGAIN)
+			return rc;
+		mdb_txn_reset(txn);
+		if ((rc = mdb_txn_renew(txn)))
+			return mkv_err_mdb(rc, "registry: read txn");
+	}
+	return mkv_err(-EAGAIN, "pool %s: registry.mdb changed under %u checks in a row",
+			p->path, WALK_TRIES);
+}
+
+int
+mkv_reg_walk(struct mkv_pool *p, MDB_txn *txn)
+{
+	struct mkv_regcheck c;
+
+	return walk(p, txn, &c);
+}
+
+/*
+ * Where LMDB mapped the file.  mdb_env_info() gives the meta page's
+ * mm_address (used only with MDB_FIXEDMAP), not the map, so the map is
+ * found from LMDB's pointer to the main database's first key, less that
+ * key's offset in the file as the walk found it.
+ */
+static int
+map_find(struct mkv_pool *p, MDB_txn *txn, const struct mkv_regcheck *c)
+{
+	MDB_envinfo info;
+	MDB_cursor *cur;
+	MDB_val k, d;
+	uintptr_t base;
+	int rc;
+
+	if (!c->first_key_off)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb holds no databases", p->path);
+	if ((rc = mdb_dbi_open(txn, NULL, 0, &p->reg.entries)) ||
+	    (rc = mdb_cursor_open(txn, p->reg.entries, &cur)))
+		return mkv_err_mdb(rc, "registry: open database");
+	rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+	mdb_cursor_close(cur);
+	if (rc)
+		return mkv_err_mdb(rc, "registry: first key");
+	mdb_env_info(p->reg.env, &info);
+	base = (uintptr_t)k.mv_data - c->first_key_off;
+	if (base % (uintptr_t)sysconf(_SC_PAGESIZE) || c->first_key_off >= info.me_mapsize)
+		return mkv_err(MKV_E_INTERNAL, "pool %s: registry.mdb: LMDB's map is not where its first key says",
+				p->path);
+	p->reg.map = (const char *)base;
+	p->reg.mapsize = info.me_mapsize;
+	return 0;
+}
+
+/*
+ * Whether a key or value LMDB returned lies inside its map, checked before
+ * the library reads it.  A write txn's own changes live in pages LMDB
+ * allocated outside the map: a write txn is one whose id is past the last
+ * committed txn's.
+ */
+int
+mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what)
+{
+	uintptr_t a = (uintptr_t)v->mv_data, lo = (uintptr_t)p->reg.map;
+
+	if (a >= lo && v->mv_size <= p->reg.mapsize && a - lo <= p->reg.mapsize - v->mv_size)
+		return 0;
+	if (mdb_txn_id(txn) > mkv_reg_last_txn(p))
+		return 0;
+	return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb: LMDB gave %s outside its map",
+			p->path, what);
+}
+
 int
 mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 {
 	MDB_txn *txn = NULL;
 	MDB_val k = { 4, "uuid" }, d;
+	struct mkv_regcheck c;
 	struct stat st;
 	char name[MKV_TABLE_NAME_LEN + 1];
 	uint64_t format;
@@ -224,6 +336,8 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is %lld bytes, expected %llu",
 				p->path, (long long)st.st_size,
 				(unsigned long long)sb->registry_size);
+	if ((rc = metas_check(p, sb)))
+		return rc;
 	if (pthread_mutex_init(&p->reg.lock, NULL))
 		return mkv_err(MKV_E_NOMEM, "registry: mutex");
 	p->reg.rtxn = calloc(RTXN_CACHE, sizeof(*p->reg.rtxn));
@@ -239,6 +353,9 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 		mkv_log(MKV_LOG_INFO, "pool %s: cleared %d stale registry readers", p->path, stale);
 	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
 		return mkv_err_mdb(rc, "registry: begin");
+	/* every page of the snapshot before LMDB reads any */
+	if ((rc = walk(p, txn, &c)) || (rc = map_find(p, txn, &c)))
+		goto out;
 	/* the format first: an older registry may lack a database */
 	table_name(name, "meta");
 	rc = mdb_dbi_open(txn, name, 0, &p->reg.meta);
@@ -258,6 +375,8 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	if ((rc = dbis_open(p, txn, 0)))
 		goto out;
 	rc = mdb_get(txn, p->reg.meta, &k, &d);
+	if (rc == 0 && (rc = mkv_reg_val(p, txn, &d, "the uuid")))
+		goto out;
 	if (rc || d.mv_size != sizeof(sb->uuid) || memcmp(d.mv_data, sb->uuid, d.mv_size)) {
 		rc = mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb belongs to another pool", p->path);
 		goto out;
@@ -405,6 +524,8 @@ mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
 		return mkv_err(MKV_E_NOTFOUND, "no such key");
 	if (rc)
 		return mkv_err_mdb(rc, "registry: lookup");
+	if ((rc = mkv_reg_val(p, txn, &d, "an entry")))
+		return rc;
 	if (d.mv_size != sizeof(*e))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry entry of %zu bytes", p->path,
 				d.mv_size);
@@ -455,6 +576,11 @@ mkv_reg_full(struct mkv_pool *p, bool *full)
 	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
 		size_t n;
 
+		if (mkv_reg_val(p, txn, &d, "a free list")) {
+			mdb_cursor_close(c);
+			mkv_reg_rtxn_done(p, txn);
+			return MKV_E_CORRUPT;
+		}
 		if (d.mv_size < sizeof(n))
 			continue;
 		memcpy(&n, d.mv_data, sizeof(n));  /* an MDB_IDL: count, then page numbers */

@@ -11,6 +11,11 @@
  * a crash can leave them, and the next lease holder reclaims them.  The
  * page table changes under a running holder, so only what no transition
  * passes through counts as a problem.
+ *
+ * LMDB trusts its file, so the snapshot's pages are walked first
+ * (regcheck.c): a registry damaged since it was opened is reported as the
+ * one problem, and nothing is read through LMDB; every key and value
+ * LMDB returns is checked to lie inside its map before it is read.
  */
 #include "config.h"
 
@@ -59,7 +64,8 @@ check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d
 		return;
 	}
 	be = htobe64(e.page);
-	if (mdb_get(txn, p->reg.pages, &pk, &back) != 0 || back.mv_size != k->mv_size ||
+	if (mdb_get(txn, p->reg.pages, &pk, &back) != 0 ||
+	    mkv_reg_val(p, txn, &back, "a pages record") || back.mv_size != k->mv_size ||
 	    memcmp(back.mv_data, k->mv_data, k->mv_size) != 0)
 		problem(v, "pages index disagrees with the entry at page %llu",
 				(unsigned long long)e.page);
@@ -171,10 +177,21 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 		free(mark);
 		return rc;
 	}
+	/* LMDB trusts its file: every page of the snapshot first (regcheck.c) */
+	if ((rc = mkv_reg_walk(pool, txn))) {
+		if (rc == MKV_E_CORRUPT)
+			problem(report, "%s", mkv_errormsg());
+		goto out;
+	}
 	if ((rc = mdb_stat(txn, pool->reg.entries, &ps)) ||
 	    (rc = mdb_cursor_open(txn, pool->reg.entries, &c)))
 		goto lmdb;
 	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		if (mkv_reg_val(pool, txn, &k, "a key") || mkv_reg_val(pool, txn, &d, "an entry")) {
+			problem(report, "%s", mkv_errormsg());
+			mdb_cursor_close(c);
+			goto out;
+		}
 		if (mkv_reg_is_table(&k))
 			continue;
 		check_entry(pool, txn, &k, &d, mark, flags & MKV_VERIFY_DEEP, report);
@@ -184,8 +201,14 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	mdb_cursor_close(c);
 	if (rc != MDB_NOTFOUND || (rc = mdb_cursor_open(txn, pool->reg.freed, &c)))
 		goto lmdb;
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0)
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		if (mkv_reg_val(pool, txn, &d, "a quarantine record")) {
+			problem(report, "%s", mkv_errormsg());
+			mdb_cursor_close(c);
+			goto out;
+		}
 		check_freed(pool, &d, mark, report);
+	}
 	mdb_cursor_close(c);
 	if (rc != MDB_NOTFOUND || (rc = mdb_stat(txn, pool->reg.pages, &ps)))
 		goto lmdb;
@@ -206,4 +229,12 @@ lmdb:
 	mkv_epoch_leave(pool, epoch, 1);
 	free(mark);
 	return mkv_err_mdb(rc, "mkv_pool_verify");
+out:
+	mkv_reg_rtxn_done(pool, txn);
+	mkv_epoch_leave(pool, epoch, 1);
+	free(mark);
+	/* the registry is damaged: the checks through LMDB cannot run */
+	if (report->problems)
+		return mkv_err(MKV_E_CORRUPT, "%s", report->first_problem);
+	return rc;
 }
