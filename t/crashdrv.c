@@ -1,56 +1,80 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * crashdrv.c -- one seeded crash trial, driven by t/crash.sh.
+ * crashdrv.c -- one seeded crash or torture trial, driven by t/crash.sh
+ * and t/torture.sh.
  *
- *   crashdrv --seed SEED --dir DIR [--gc PATH] [--verbose]
+ *   crashdrv --seed SEED --dir DIR [--torture] [--gc PATH] [--verbose]
  *
- * A fresh small pool in DIR/pool (4 KiB pages, CD_DATA bytes, lease period
- * 200 ms, client timeout 500 ms), then processes on two simulated nodes
- * ("a" and "b", by mkv_opts_set_node), each opening the pool itself:
+ * A fresh small pool in DIR/pool (4 KiB pages, lease period 200 ms,
+ * client timeout 500 ms), then processes on simulated nodes (by
+ * mkv_opts_set_node), each opening the pool itself:
  *
  *  - writers publish keys "w<child>-<index>" with their tu_fill pattern by
  *    put, alloc/fill/publish or publish_async/wait (several in flight);
  *  - deleters delete keys that writers acknowledged (each key claimed by
- *    one deleter at most, so a NOTFOUND is a lost key);
+ *    one deleter at most, so a NOTFOUND is a lost key unless it was
+ *    evicted);
  *  - readers get keys (some with MKV_VERIFY, some read-only handles), check
  *    every byte, hold the views a while, check again, release; they also
- *    call mkv_prefix_len, mkv_get_batch and mkv_exists.
+ *    call mkv_prefix_len, mkv_get_batch and mkv_exists;
+ *  - evictors (torture) call mkv_pool_evict (a dry run when read-only)
+ *    and check that the page counts add up.
  *
- * Every process announces what it is about to do in shared memory.  The
- * driver SIGKILLs a seeded subset of them at seeded moments: some at
- * random, some "by design" -- it parks the child right before a chosen
- * call (alloc, fill, publish, publish_async, wait, get, release, del...)
- * and kills it there, or lets it go and kills it a few microseconds into
- * the call.  A writer records a key in shared memory only after the
- * publish returned success.
+ * Every process announces what it is about to do in shared memory, and
+ * every return of every call is counted by call and code and judged
+ * against the codes marukv.h lists for that call (cd_rc()): an unlisted
+ * code, MKV_E_INTERNAL, MKV_E_EXPIRED or a failure without a message
+ * fails the trial.
  *
- * Then the survivors stop, the driver waits out the client timeout (for
- * the dead clients of node "b"), runs `marukv-gc --json -q reclaim POOL`
- * as node "a" (or mkv_pool_reclaim itself without --gc) and checks, with a
- * handle of its own:
+ * A crash trial: 2 or 3 writers, a deleter and 1 or 2 readers on nodes
+ * "a" and "b", 8 MiB, no automatic eviction, 300-500 ms.  The driver
+ * SIGKILLs a seeded subset of them at seeded moments: some at random, some
+ * "by design" -- it parks the child right before a chosen call (alloc,
+ * fill, publish, publish_async, wait, get, release, del...) and kills it
+ * there, or lets it go and kills it a few microseconds into the call.
+ *
+ * A torture trial (--torture): 2-3 writers, 1-2 deleters, 2-3 readers and
+ * maybe an evictor on three or four nodes ("a" to "d"), a pool of 2 to 6
+ * MiB that fills up, automatic eviction on in two trials of three,
+ * 1.5-3 s.  Besides kills (some of whichever process holds the lease,
+ * found with mkv_pool_stat()), the driver SIGSTOPs seeded processes --
+ * readers holding views, writers inside a publish, deleters, evictors,
+ * the lease holder -- for seeded times: shorter than the lease period,
+ * past it, or past the client timeout; then SIGCONTs or SIGKILLs them.
+ * Readers hold views for up to 1.5 s across all that, checking every
+ * byte every 50 ms and before the release; deleters often delete keys a
+ * reader holds.  All processes share one kernel, where a client is judged
+ * dead by a lock the kernel drops, never by its heartbeat: a stopped
+ * client is never dead, so any MKV_E_EXPIRED fails the trial, and so does
+ * any changed byte in a view.
+ *
+ * A writer records a key in shared memory only after the publish
+ * returned success.  Then the survivors stop, the driver waits out the
+ * client timeout, runs `marukv-gc --json -q reclaim POOL` as node "a" (or
+ * mkv_pool_reclaim itself without --gc) and checks, with a handle of its
+ * own (crashchk.c):
  *  - only the checker is left in the client table;
  *  - mkv_pool_verify(MKV_VERIFY_DEEP) finds no problem and no leaked page;
  *  - pages_used + free + quarantined + granted == total, none granted;
  *  - every key any writer tried is either absent or whole (length and
  *    every byte of its pattern), and the registry holds no other key;
- *  - every acknowledged key not deleted since is present and whole, every
- *    key deleted successfully is gone;
+ *  - every acknowledged key not deleted since is present and whole, but
+ *    for at most as many as were evicted; every key deleted successfully
+ *    is gone;
  *  - the pool still takes and returns new values.
  *
  * Output: "# ..." lines of evidence, a "summary: ..." line and a
- * "stats: kills=K keys=N reclaimed=P" line.  Exit 0 pass, 1 fail, 2 setup
- * error.  Children that fail report through a shared text and exit codes.
+ * "stats: NAME=N ..." line of counts (t/crash.sh adds them up).  Exit 0
+ * pass, 1 fail, 2 setup error.  Children that fail report through a
+ * shared text and exit codes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -58,7 +82,40 @@
 
 #include "crashdrv.h"
 
-/* ---- the driver ---- */
+#define CD_MAXEV (2 * CD_MAXCH + 8)
+
+/* ---- the plan ---- */
+
+/* A kill, or a stop and what ends it. */
+struct cd_event {
+	double at_ms;
+	int child;        /* -1: whichever child holds the lease then */
+	int stop;         /* 0: SIGKILL; 1: SIGSTOP for stop_ms, then SIGCONT or SIGKILL */
+	int then_kill;
+	double stop_ms;
+	int park;         /* phase to park the child at first, 0: a random moment */
+	int inside;       /* parked: let it go and strike delay_us later */
+	unsigned delay_us;
+	/* a stop under way */
+	int active, victim, ph, how, holder;
+	double since, until_ms;
+};
+
+/* What the driver counts. */
+static struct {
+	int n;
+	double t0, last_kill;
+	struct mkv_pool *watch;  /* torture: a read-only handle, to find the lease holder */
+	unsigned kills, parked, inside, holder_kills, holder_missed;
+	unsigned stops, stop_class[3], holder_stops, stop_kills;
+	unsigned kill_phase[PH_COUNT], stop_phase[PH_COUNT];
+	uint64_t orphaned;
+	char nodes[CD_MAXCH + 1], roles[CD_MAXCH + 1];
+} T;
+
+static const char *const stop_class_name[3] = {
+	"shorter than the lease period", "past the lease period", "past the client timeout",
+};
 
 static void
 on_alarm(int sig)
@@ -74,14 +131,502 @@ on_alarm(int sig)
 	_exit(1);
 }
 
-struct cd_kill {
-	int child;
-	double at_ms;
-	int park;     /* phase to park at, 0: a kill at a random moment */
-	int inside;   /* parked: let it go and kill it this many us later */
-	unsigned delay_us;
-	int done;
-};
+/* Park the child of @p e at a seeded phase of its role, one time in three not. */
+static void
+plan_park(uint64_t *rng, struct cd_event *e)
+{
+	int role = sh->ch[e->child].role;
+
+	if (tu_rand_range(rng, 0, 2) == 0)
+		return;
+	e->park = phases[role][tu_rand_range(rng, 0, n_phases[role] - 1)];
+	e->inside = (int)tu_rand_range(rng, 0, 1);
+	e->delay_us = (unsigned)tu_rand_range(rng, 0, 400);
+}
+
+/* The crash trial's shape (as it always was: a seed gives the same trial). */
+static int
+crash_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
+{
+	int nw, nd, nr, n, i, nev = 0, have_a = 0, have_b = 0;
+
+	sh->cfg = (struct cd_cfg){ .data_size = CD_DATA, .wmax = 240, .pause_us = { 1000, 5000 },
+		.del_pause_us = { 500, 3000 } };
+	nw = (int)tu_rand_range(rng, 2, 3);
+	nd = 1;
+	nr = (int)tu_rand_range(rng, 1, 2);
+	n = nw + nd + nr;
+	for (i = 0; i < n; i++) {
+		struct cd_child *c = &sh->ch[i];
+
+		c->role = i < nw ? R_WRITER : i < nw + nd ? R_DELETER : R_READER;
+		c->node = (int)tu_rand_range(rng, 0, 1);
+		if (c->role == R_READER)
+			c->flags = (tu_rand_range(rng, 0, 1) ? MKV_RDONLY : 0) |
+				(tu_rand_range(rng, 0, 1) ? MKV_VERIFY : 0);
+		have_a |= !c->node;
+		have_b |= c->node;
+	}
+	if (!have_b)
+		sh->ch[tu_rand_range(rng, 0, (uint64_t)n - 1)].node = 1;
+	if (!have_a)
+		sh->ch[0].node = 0;
+	*run_ms = (double)tu_rand_range(rng, 300, 500);
+	for (i = 0; i < n; i++) {
+		if (tu_rand_range(rng, 0, 99) >= 55)
+			continue;
+		ev[nev].child = i;
+		ev[nev].at_ms = (double)tu_rand_range(rng, 20, (uint64_t)*run_ms - 20);
+		plan_park(rng, &ev[nev]);
+		nev++;
+	}
+	if (nev == 0) {
+		ev[0].child = (int)tu_rand_range(rng, 0, (uint64_t)n - 1);
+		ev[0].at_ms = (double)tu_rand_range(rng, 20, (uint64_t)*run_ms - 20);
+		nev = 1;
+	}
+	T.n = n;
+	return nev;
+}
+
+/* The torture trial's shape (see the top of the file). */
+static int
+torture_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
+{
+	static const unsigned mib[] = { 2, 3, 4, 6 };
+	int perm[CD_MAXCH], nw, nd, nr, ne, n, nnodes, i, j, t, nev = 0;
+	uint64_t run;
+
+	sh->cfg = (struct cd_cfg){ .torture = 1, .wmax = CD_WMAX, .pause_us = { 1000, 6000 },
+		.del_pause_us = { 3000, 12000 } };
+	sh->cfg.data_size = (uint64_t)mib[tu_rand_range(rng, 0, 3)] << 20;
+	if (tu_rand_range(rng, 0, 2) != 0) {
+		sh->cfg.wm_low = (unsigned)tu_rand_range(rng, 5, 20);
+		sh->cfg.wm_high = sh->cfg.wm_low + (unsigned)tu_rand_range(rng, 5, 20);
+	}
+	nw = (int)tu_rand_range(rng, 2, 3);
+	nd = (int)tu_rand_range(rng, 1, 2);
+	nr = (int)tu_rand_range(rng, 2, 3);
+	ne = (int)tu_rand_range(rng, 0, 1);
+	n = nw + nd + nr + ne;
+	nnodes = (int)tu_rand_range(rng, 3, CD_MAXNODES);
+	/* every node has a child: the first nnodes of a random order get one each */
+	for (i = 0; i < n; i++)
+		perm[i] = i;
+	for (i = n - 1; i > 0; i--) {
+		j = (int)tu_rand_range(rng, 0, (uint64_t)i);
+		t = perm[i], perm[i] = perm[j], perm[j] = t;
+	}
+	for (i = 0; i < n; i++) {
+		struct cd_child *c = &sh->ch[perm[i]];
+
+		c->node = i < nnodes ? i : (int)tu_rand_range(rng, 0, (uint64_t)nnodes - 1);
+	}
+	for (i = 0; i < n; i++) {
+		struct cd_child *c = &sh->ch[i];
+
+		c->role = i < nw ? R_WRITER : i < nw + nd ? R_DELETER :
+			i < nw + nd + nr ? R_READER : R_EVICTOR;
+		if (c->role == R_WRITER)
+			c->flags = tu_rand_range(rng, 0, 3) == 0 ? MKV_VERIFY : 0;
+		else if (c->role == R_READER)
+			c->flags = (tu_rand_range(rng, 0, 1) ? MKV_RDONLY : 0) |
+				(tu_rand_range(rng, 0, 1) ? MKV_VERIFY : 0);
+		else if (c->role == R_EVICTOR)
+			c->flags = tu_rand_range(rng, 0, 2) == 0 ? MKV_RDONLY : 0;
+	}
+	run = tu_rand_range(rng, 1500, 3000);
+	*run_ms = (double)run;
+	/* kills: some children, and often whichever holds the lease */
+	for (i = 0; i < n; i++) {
+		if (tu_rand_range(rng, 0, 99) >= 30)
+			continue;
+		ev[nev].child = i;
+		ev[nev].at_ms = (double)tu_rand_range(rng, 100, run - 50);
+		plan_park(rng, &ev[nev]);
+		nev++;
+	}
+	if (tu_rand_range(rng, 0, 99) < 40) {
+		ev[nev].child = -1;
+		ev[nev].at_ms = (double)tu_rand_range(rng, 100, run - 50);
+		nev++;
+	}
+	/* stops: of anyone, the holder one time in three; each over before the run ends */
+	for (i = (int)tu_rand_range(rng, 3, 7); i > 0; i--) {
+		struct cd_event *e = &ev[nev++];
+		unsigned cls = (unsigned)tu_rand_range(rng, 0, 2);
+
+		e->stop = 1;
+		e->stop_ms = (double)(cls == 0 ? tu_rand_range(rng, 20, 150) :
+				cls == 1 ? tu_rand_range(rng, 260, 450) :
+				tu_rand_range(rng, 650, 1200));
+		e->at_ms = (double)tu_rand_range(rng, 50, run - (uint64_t)e->stop_ms - 50);
+		e->then_kill = tu_rand_range(rng, 0, 99) < 20;
+		e->child = tu_rand_range(rng, 0, 99) < 35 ? -1 :
+			(int)tu_rand_range(rng, 0, (uint64_t)n - 1);
+		if (e->child >= 0)
+			plan_park(rng, e);
+	}
+	T.n = n;
+	return nev;
+}
+
+/* ---- the events ---- */
+
+static void
+sleep_until_ms(double at_ms)
+{
+	tu_sleep_ms(at_ms - (tu_now() - T.t0) * 1000.0);
+}
+
+static int
+child_of(uint32_t pid)
+{
+	for (int i = 0; pid != 0 && i < T.n; i++)
+		if ((uint32_t)sh->ch[i].pid == pid && !sh->ch[i].exited)
+			return i;
+	return -1;
+}
+
+/* The pid of the lease holder now (torture: through the watch handle), 0 if none. */
+static uint32_t
+holder_pid(void)
+{
+	struct mkv_stat st;
+	int rc;
+
+	if (T.watch == NULL)
+		return 0;
+	rc = mkv_pool_stat(T.watch, &st);
+	if (cd_rc(C_STAT, rc, "of the watch") || rc < 0)
+		return 0;
+	check_pages(&st, "during the run");
+	return st.lease_holder_pid;
+}
+
+/* The child holding the lease, waiting up to 100 ms for one to take it; -1 if none. */
+static int
+find_holder(void)
+{
+	double end = tu_now() + 0.1;
+	int i;
+
+	while ((i = child_of(holder_pid())) < 0 && tu_now() < end)
+		tu_sleep_ms(5);
+	return i;
+}
+
+/* Pages granted to the client of @p pid now (torture), 0 if unknown. */
+static uint64_t
+granted_to(uint32_t pid)
+{
+	struct mkv_client cl[CD_CLIENTS];
+	size_t n = 0, i;
+	int rc;
+
+	if (T.watch == NULL)
+		return 0;
+	rc = mkv_pool_clients(T.watch, cl, CD_CLIENTS, &n);
+	if (cd_rc(C_CLIENTS, rc, "of the watch") || rc < 0)
+		return 0;
+	for (i = 0; i < n && i < CD_CLIENTS; i++)
+		if (cl[i].pid == pid)
+			return cl[i].pages_granted;
+	return 0;
+}
+
+/* A child that was reaped on its own: it must have exited 0. */
+static void
+reaped(int i, int status)
+{
+	struct cd_child *c = &sh->ch[i];
+
+	c->exited = 1;
+	c->status = status;
+	watch_pids[i] = 0;
+	if (status != 0)
+		cd_bad("child %d (%s, node %c) exited with %d: %s", i, role_name[c->role], T.nodes[i],
+				status, sh->why);
+}
+
+static const char *
+how_text(int how)
+{
+	return how == 1 ? " (parked before the call)" : how == 2 ? " (let go into the call)" :
+		how == 3 ? " (while stopped)" : "";
+}
+
+/* A stop ends (by SIGCONT, a SIGKILL at its end, or another event's SIGKILL): count it. */
+static void
+stop_over(struct cd_event *e, const char *end)
+{
+	double ms = (tu_now() - e->since) * 1000.0;
+	int cls = ms < CD_PERIOD ? 0 : ms < CD_TIMEOUT ? 1 : 2;
+	struct cd_child *c = &sh->ch[e->victim];
+
+	e->active = 0;
+	c->stopped = 0;
+	T.stops++;
+	T.stop_class[cls]++;
+	T.stop_phase[e->ph]++;
+	T.holder_stops += e->holder;
+	printf("# stopped child %d (%s, node %c%s) at %.0f ms in %s%s for %.0f ms (%s), then %s\n",
+			e->victim, role_name[c->role], T.nodes[e->victim],
+			e->holder ? ", the lease holder" : "", (e->since - T.t0) * 1000.0,
+			phase_name[e->ph], how_text(e->how), ms, stop_class_name[cls], end);
+}
+
+static void
+kill_child(int i, int ph, int how, int holder, struct cd_event *ev, int nev)
+{
+	struct cd_child *c = &sh->ch[i];
+	int rc, j;
+
+	kill(c->pid, SIGKILL);
+	__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
+	rc = tu_wait(c->pid);
+	__atomic_add_fetch(&sh->kill_events, 1, __ATOMIC_SEQ_CST);
+	c->exited = 1;
+	c->killed = 1;
+	c->status = rc;
+	watch_pids[i] = 0;
+	T.last_kill = tu_now();
+	T.kills++;
+	T.kill_phase[ph]++;
+	T.parked += how == 1;
+	T.inside += how == 2;
+	T.holder_kills += holder;
+	T.orphaned += granted_to((uint32_t)c->pid);
+	for (j = 0; j < nev; j++)
+		if (ev[j].active && ev[j].victim == i)
+			stop_over(&ev[j], "SIGKILL");
+	printf("# killed child %d (%s, node %c, pid %d%s) at %.0f ms in %s%s\n", i,
+			role_name[c->role], T.nodes[i], (int)c->pid, holder ? ", the lease holder" : "",
+			(tu_now() - T.t0) * 1000.0, phase_name[ph], how_text(how));
+}
+
+/*
+ * Park the child at e->park if asked (then, with inside, let it go and
+ * wait e->delay_us): 1 parked, 2 let go into the call, 0 not parked.
+ */
+static int
+park(struct cd_child *c, const struct cd_event *e)
+{
+	double t;
+
+	if (!e->park || c->stopped)
+		return 0;
+	__atomic_store_n(&c->park, e->park, __ATOMIC_SEQ_CST);
+	t = tu_now() + 0.15;
+	while (!__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST) && tu_now() < t)
+		tu_sleep_us(10);
+	if (!__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST))
+		return 0;
+	if (!e->inside)
+		return 1;
+	__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
+	/* spin: nanosleep's slack is larger than the delay */
+	t = tu_now() + e->delay_us / 1e6;
+	while (tu_now() < t)
+		;
+	return 2;
+}
+
+/* SIGSTOP child i and see it stopped; 0, or -1 if it ended first (reaped). */
+static int
+stop_child(int i)
+{
+	struct cd_child *c = &sh->ch[i];
+	int status;
+	pid_t r;
+
+	kill(c->pid, SIGSTOP);
+	do
+		r = waitpid(c->pid, &status, WUNTRACED);
+	while (r < 0 && errno == EINTR);
+	if (r == c->pid && WIFSTOPPED(status))
+		return 0;
+	reaped(i, r != c->pid ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) :
+			128 + WTERMSIG(status));
+	return -1;
+}
+
+static void
+start_event(struct cd_event *e, struct cd_event *ev, int nev)
+{
+	uint32_t hpid = holder_pid();
+	int i = e->child >= 0 ? e->child : find_holder(), how, ph;
+	struct cd_child *c;
+
+	if (i < 0) {
+		T.holder_missed++;
+		printf("# no child held the lease at %.0f ms: nothing to %s\n",
+				(tu_now() - T.t0) * 1000.0, e->stop ? "stop" : "kill");
+		return;
+	}
+	c = &sh->ch[i];
+	if (c->exited || (e->stop && c->stopped))
+		return;
+	if (e->child < 0)
+		hpid = (uint32_t)c->pid;
+	how = park(c, e);
+	ph = __atomic_load_n(&c->phase, __ATOMIC_SEQ_CST);
+	if (c->stopped)
+		how = 3;
+	if (!e->stop) {
+		kill_child(i, ph, how, hpid == (uint32_t)c->pid, ev, nev);
+		return;
+	}
+	if (stop_child(i) < 0)
+		return;
+	__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
+	c->stopped = 1;
+	__atomic_add_fetch(&c->stops, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&sh->stop_events, 1, __ATOMIC_SEQ_CST);
+	e->active = 1;
+	e->victim = i;
+	e->ph = ph;
+	e->how = how;
+	e->holder = hpid == (uint32_t)c->pid;
+	e->since = tu_now();
+	e->until_ms = (e->since - T.t0) * 1000.0 + e->stop_ms;
+}
+
+static void
+end_stop(struct cd_event *e, struct cd_event *ev, int nev)
+{
+	struct cd_child *c = &sh->ch[e->victim];
+
+	if (!e->then_kill) {
+		kill(c->pid, SIGCONT);
+		stop_over(e, "SIGCONT");
+		return;
+	}
+	T.stop_kills++;
+	kill_child(e->victim, e->ph, 3, e->holder, ev, nev);
+}
+
+/* Every event in time order, and the end of every stop at its time. */
+static void
+run_events(struct cd_event *ev, int nev)
+{
+	int next = 0, j, end;
+	double at;
+
+	for (;;) {
+		at = next < nev ? ev[next].at_ms : -1;
+		end = -1;
+		for (j = 0; j < nev; j++)
+			if (ev[j].active && (at < 0 || ev[j].until_ms < at)) {
+				at = ev[j].until_ms;
+				end = j;
+			}
+		if (at < 0)
+			return;
+		sleep_until_ms(at);
+		if (end >= 0)
+			end_stop(&ev[end], ev, nev);
+		else
+			start_event(&ev[next++], ev, nev);
+	}
+}
+
+/* ---- the report ---- */
+
+static void
+stat_kv(const char *name, unsigned long long v)
+{
+	if (v)
+		printf(" %s=%llu", name, v);
+}
+
+static void
+report(uint64_t seed, int nev, unsigned long checked, uint64_t evictions, long long reclaimed)
+{
+	unsigned long pubs = 0, dels = 0, views = 0, across_kill = 0, across_stop = 0;
+	unsigned long self_stop = 0, outlived = 0, long_holds = 0;
+	unsigned long long evicted = 0, expired = 0;
+	char name[64];
+	int i, k;
+
+	for (i = 0; i < T.n; i++) {
+		struct cd_child *c = &sh->ch[i];
+
+		pubs += c->role == R_WRITER ? c->ok : 0;
+		dels += c->role == R_DELETER ? c->ok : 0;
+		evicted += c->evicted;
+		views += c->views;
+		across_kill += c->across_kill;
+		across_stop += c->across_stop;
+		self_stop += c->self_stop;
+		outlived += c->outlived;
+		long_holds += c->long_holds;
+	}
+	for (i = 0; i < C_COUNT; i++)
+		expired += sh->rc[i][K_EXPIRED];
+	printf("# return codes:");
+	for (i = 0; i < C_COUNT; i++)
+		for (k = 0; k < K_COUNT; k++)
+			if (sh->rc[i][k])
+				printf(" %s:%s=%u", call_name[i], code_name[k], sh->rc[i][k]);
+	printf("\n");
+	if (sh->other_code)
+		printf("# the first code of no name: %d\n", (int)sh->other_code);
+	if (sh->warnings)
+		printf("# the library warned %u times; the first: %s\n", sh->warnings, sh->warning);
+	printf("summary: seed %#llx, %d procs (roles %s, nodes %s), %d events, %u kills (%u of the "
+			"holder), %u stops (%u/%u/%u short/past lease/past timeout, %u of the holder), "
+			"%lu acked publishes, %lu deletes, %llu evictions, %lu views (%lu held across "
+			"kills, %lu across stops, %lu through their own stop, %lu outlived their key), "
+			"%lu keys checked, %llu EXPIRED, reclaimed %lld pages%s\n",
+			(unsigned long long)seed, T.n, T.roles, T.nodes, nev, T.kills, T.holder_kills, T.stops,
+			T.stop_class[0], T.stop_class[1], T.stop_class[2], T.holder_stops, pubs, dels,
+			(unsigned long long)evictions, views, across_kill, across_stop, self_stop,
+			outlived, checked, expired, reclaimed, second_reclaim ? " (+ a second reclaim)" : "");
+	printf("stats:");
+	stat_kv("kills", T.kills);
+	stat_kv("keys", checked);
+	stat_kv("reclaimed", reclaimed < 0 ? 0 : (unsigned long long)reclaimed);
+	stat_kv("kills_parked", T.parked);
+	stat_kv("kills_inside", T.inside);
+	stat_kv("holder_kills", T.holder_kills);
+	stat_kv("holder_missed", T.holder_missed);
+	stat_kv("stops", T.stops);
+	stat_kv("stops_short", T.stop_class[0]);
+	stat_kv("stops_past_lease", T.stop_class[1]);
+	stat_kv("stops_past_timeout", T.stop_class[2]);
+	stat_kv("holder_stops", T.holder_stops);
+	stat_kv("stops_then_killed", T.stop_kills);
+	stat_kv("publishes", pubs);
+	stat_kv("deletes", dels);
+	stat_kv("evictions", evictions);
+	stat_kv("evicted_by_call", evicted);
+	stat_kv("views", views);
+	stat_kv("views_across_kills", across_kill);
+	stat_kv("views_across_stops", across_stop);
+	stat_kv("views_through_own_stop", self_stop);
+	stat_kv("views_outlived_key", outlived);
+	stat_kv("long_holds", long_holds);
+	stat_kv("expired", expired);
+	stat_kv("orphaned_pages", T.orphaned);
+	stat_kv("logged_reclaimed_pages", sh->log_pages);
+	stat_kv("lease_taken", sh->lease_taken);
+	stat_kv("warnings", sh->warnings);
+	for (i = 0; i < PH_COUNT; i++) {
+		snprintf(name, sizeof(name), "kill_%s", phase_name[i]);
+		stat_kv(name, T.kill_phase[i]);
+		snprintf(name, sizeof(name), "stop_%s", phase_name[i]);
+		stat_kv(name, T.stop_phase[i]);
+	}
+	for (i = 0; i < C_COUNT; i++)
+		for (k = 0; k < K_COUNT; k++) {
+			snprintf(name, sizeof(name), "rc_%s:%s", call_name[i], code_name[k]);
+			stat_kv(name, sh->rc[i][k]);
+		}
+	printf("\n");
+}
+
+/* ---- the trial ---- */
 
 static uint64_t
 parse_u64(const char *s)
@@ -89,21 +634,108 @@ parse_u64(const char *s)
 	return strtoull(s, NULL, 0);
 }
 
+/* Fork the children; each opens the pool itself.  0, or -1 (setup error). */
+static int
+fork_children(const char *path, uint64_t seed)
+{
+	static const char *node[CD_MAXNODES] = { "a", "b", "c", "d" };
+	int i;
+
+	for (i = 0; i < T.n; i++) {
+		pid_t pid = tu_fork();
+
+		if (pid < 0) {
+			printf("# fork: %s\n", strerror(errno));
+			return -1;
+		}
+		if (pid == 0) {
+			me = i;
+			alarm(0);
+			signal(SIGALRM, SIG_DFL);
+			switch (sh->ch[i].role) {
+			case R_WRITER:
+				_exit(writer(path, node[sh->ch[i].node], seed));
+			case R_DELETER:
+				_exit(deleter(path, node[sh->ch[i].node], seed));
+			case R_READER:
+				_exit(reader(path, node[sh->ch[i].node], seed));
+			default:
+				_exit(evictor(path, node[sh->ch[i].node], seed));
+			}
+		}
+		sh->ch[i].pid = pid;
+		watch_pids[i] = pid;
+	}
+	return 0;
+}
+
+/* All open before the clock starts. */
+static void
+wait_ready(void)
+{
+	double t = tu_now() + 15;
+	int i, rc;
+
+	for (i = 0; i < T.n; i++)
+		while (!__atomic_load_n(&sh->ch[i].ready, __ATOMIC_ACQUIRE)) {
+			rc = tu_wait_for(sh->ch[i].pid, 0);
+			if (rc != -2) {
+				printf("# child %d ended (%d) before the start: %s\n", i, rc, sh->why);
+				nfail_parent++;
+				sh->ch[i].exited = 1;
+				sh->ch[i].status = rc;
+				break;
+			}
+			if (tu_now() > t) {
+				printf("# child %d did not open in 15 s\n", i);
+				nfail_parent++;
+				break;
+			}
+			tu_sleep_ms(1);
+		}
+}
+
+/* Survivors finish their step, close and exit 0. */
+static void
+wait_survivors(void)
+{
+	double t = tu_now() + 15;
+	int i, rc;
+
+	for (i = 0; i < T.n; i++) {
+		struct cd_child *c = &sh->ch[i];
+
+		if (c->exited)
+			continue;
+		rc = tu_wait_for(c->pid, t - tu_now());
+		if (rc == -2) {
+			cd_bad("child %d (%s, node %c) did not finish in 15 s after stop; stuck in %s",
+					i, role_name[c->role], T.nodes[i],
+					phase_name[__atomic_load_n(&c->phase, __ATOMIC_SEQ_CST)]);
+			kill(c->pid, SIGKILL);
+			rc = tu_wait(c->pid);
+			T.last_kill = tu_now();
+			c->status = rc;
+			c->exited = 1;
+			watch_pids[i] = 0;
+			continue;
+		}
+		reaped(i, rc);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *dir = NULL, *gc = NULL;
 	static char path[600];
-	struct cd_kill kl[CD_MAXCH];
+	static struct cd_event ev[CD_MAXEV];
 	struct mkv_pool *pool;
-	uint64_t seed = 1, rng;
-	unsigned kills_by_phase[PH_COUNT] = { 0 };
-	int nw, nd, nr, n, i, j, rc, nkill = 0, kills = 0, parked_kills = 0, inside_kills = 0;
-	int have_a = 0, have_b = 0;
-	double run_ms, t0, last_kill = 0, t;
+	uint64_t seed = 1, rng, evictions = 0;
+	int torture = 0, nev, i, j, rc;
+	double run_ms;
 	long long reclaimed, gc_clients, gc_readers, extra;
 	unsigned long checked;
-	char nodes[CD_MAXCH + 1];
 
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
@@ -112,10 +744,13 @@ main(int argc, char **argv)
 			dir = argv[++i];
 		else if (strcmp(argv[i], "--gc") == 0 && i + 1 < argc)
 			gc = argv[++i];
+		else if (strcmp(argv[i], "--torture") == 0)
+			torture = 1;
 		else if (strcmp(argv[i], "--verbose") == 0)
 			verbose = 1;
 		else {
-			fprintf(stderr, "usage: crashdrv --seed SEED --dir DIR [--gc PATH] [--verbose]\n");
+			fprintf(stderr, "usage: crashdrv --seed SEED --dir DIR [--torture] [--gc PATH] "
+					"[--verbose]\n");
 			return 2;
 		}
 	}
@@ -139,84 +774,47 @@ main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGALRM, on_alarm);
-	alarm(CD_WATCHDOG);
+	alarm(torture ? 100 : 45);
+	cd_log_install();
 
 	/* the trial's shape, all from the seed */
 	rng = seed;
-	nw = (int)tu_rand_range(&rng, 2, 3);
-	nd = 1;
-	nr = (int)tu_rand_range(&rng, 1, 2);
-	n = nw + nd + nr;
-	for (i = 0; i < n; i++) {
-		struct cd_child *c = &sh->ch[i];
-
-		c->role = i < nw ? R_WRITER : i < nw + nd ? R_DELETER : R_READER;
-		c->node_b = (int)tu_rand_range(&rng, 0, 1);
-		if (c->role == R_READER)
-			c->flags = (tu_rand_range(&rng, 0, 1) ? MKV_RDONLY : 0) |
-				(tu_rand_range(&rng, 0, 1) ? MKV_VERIFY : 0);
-		have_a |= !c->node_b;
-		have_b |= c->node_b;
-	}
-	if (!have_b)
-		sh->ch[tu_rand_range(&rng, 0, (uint64_t)n - 1)].node_b = 1;
-	if (!have_a)
-		sh->ch[0].node_b = 0;
-	for (i = 0; i < n; i++)
-		nodes[i] = sh->ch[i].node_b ? 'b' : 'a';
-	nodes[n] = '\0';
-	for (i = CD_MAXCH - 1; i >= n; i--)
+	nev = torture ? torture_shape(&rng, ev, &run_ms) : crash_shape(&rng, ev, &run_ms);
+	for (i = CD_MAXCH - 1; i >= T.n; i--)
 		sh->ch[i].role = -1;
-	run_ms = (double)tu_rand_range(&rng, 300, 500);
-	memset(kl, 0, sizeof(kl));
-	for (i = 0; i < n; i++) {
-		const int *ph;
-		size_t nph;
-
-		if (tu_rand_range(&rng, 0, 99) >= 55)
-			continue;
-		kl[nkill].child = i;
-		kl[nkill].at_ms = (double)tu_rand_range(&rng, 20, (uint64_t)run_ms - 20);
-		if (tu_rand_range(&rng, 0, 2) != 0) {
-			switch (sh->ch[i].role) {
-			case R_WRITER:
-				ph = writer_phases, nph = n_writer_phases;
-				break;
-			case R_DELETER:
-				ph = deleter_phases, nph = n_deleter_phases;
-				break;
-			default:
-				ph = reader_phases, nph = n_reader_phases;
-				break;
-			}
-			kl[nkill].park = ph[tu_rand_range(&rng, 0, nph - 1)];
-			kl[nkill].inside = (int)tu_rand_range(&rng, 0, 1);
-			kl[nkill].delay_us = (unsigned)tu_rand_range(&rng, 0, 400);
-		}
-		nkill++;
-	}
-	if (nkill == 0) {
-		kl[0].child = (int)tu_rand_range(&rng, 0, (uint64_t)n - 1);
-		kl[0].at_ms = (double)tu_rand_range(&rng, 20, (uint64_t)run_ms - 20);
-		nkill = 1;
+	for (i = 0; i < T.n; i++) {
+		T.nodes[i] = node_names[sh->ch[i].node];
+		T.roles[i] = "WDRE"[sh->ch[i].role];
 	}
 	/* in time order */
-	for (i = 1; i < nkill; i++)
-		for (j = i; j > 0 && kl[j].at_ms < kl[j - 1].at_ms; j--) {
-			struct cd_kill tmp = kl[j];
+	for (i = 1; i < nev; i++)
+		for (j = i; j > 0 && ev[j].at_ms < ev[j - 1].at_ms; j--) {
+			struct cd_event tmp = ev[j];
 
-			kl[j] = kl[j - 1];
-			kl[j - 1] = tmp;
+			ev[j] = ev[j - 1];
+			ev[j - 1] = tmp;
 		}
 
-	printf("# seed %#llx: %d writers, %d deleter, %d readers, nodes %s, run %.0f ms\n",
-			(unsigned long long)seed, nw, nd, nr, nodes, run_ms);
-	for (i = 0; i < nkill; i++)
-		printf("# plan: kill child %d (%s, node %c) at %.0f ms%s%s%s\n", kl[i].child,
-				role_name[sh->ch[kl[i].child].role], nodes[kl[i].child], kl[i].at_ms,
-				kl[i].park ? ", parked before " : "",
-				kl[i].park ? phase_name[kl[i].park] : "",
-				kl[i].park ? (kl[i].inside ? " then let go" : "") : "");
+	printf("# seed %#llx: %s trial, roles %s, nodes %s, %llu MiB, watermarks %u/%u, "
+			"run %.0f ms\n", (unsigned long long)seed, torture ? "torture" : "crash",
+			T.roles, T.nodes, (unsigned long long)(sh->cfg.data_size >> 20),
+			sh->cfg.wm_low, sh->cfg.wm_high, run_ms);
+	for (i = 0; i < nev; i++) {
+		const struct cd_event *e = &ev[i];
+
+		printf("# plan: at %.0f ms %s ", e->at_ms, e->stop ? "stop" : "kill");
+		if (e->child < 0)
+			printf("the lease holder");
+		else
+			printf("child %d (%s, node %c)", e->child, role_name[sh->ch[e->child].role],
+					T.nodes[e->child]);
+		if (e->park)
+			printf(", parked before %s%s", phase_name[e->park],
+					e->inside ? " then let go" : "");
+		if (e->stop)
+			printf(", for %.0f ms, then %s", e->stop_ms, e->then_kill ? "kill" : "continue");
+		printf("\n");
+	}
 
 	rc = cd_open(path, MKV_CREATE, "a", &pool);
 	if (rc < 0) {
@@ -224,168 +822,36 @@ main(int argc, char **argv)
 		return 2;
 	}
 	mkv_pool_close(&pool);
-
-	for (i = 0; i < n; i++) {
-		pid_t pid = tu_fork();
-
-		if (pid < 0) {
-			printf("# fork: %s\n", strerror(errno));
-			return 2;
-		}
-		if (pid == 0) {
-			const char *node = sh->ch[i].node_b ? "b" : "a";
-
-			me = i;
-			alarm(0);
-			signal(SIGALRM, SIG_DFL);
-			switch (sh->ch[i].role) {
-			case R_WRITER:
-				_exit(writer(path, node, seed));
-			case R_DELETER:
-				_exit(deleter(path, node, seed));
-			default:
-				_exit(reader(path, node, seed));
-			}
-		}
-		sh->ch[i].pid = pid;
-		watch_pids[i] = pid;
+	if (fork_children(path, seed) < 0)
+		return 2;
+	wait_ready();
+	if (torture) {
+		rc = cd_open(path, MKV_RDONLY, "a", &T.watch);
+		if (cd_rc(C_OPEN, rc, path) || rc < 0)
+			printf("# watch open: %s: %s\n", mkv_strerror(rc), mkv_errormsg());
 	}
-	/* all open before the clock starts */
-	t = tu_now() + 15;
-	for (i = 0; i < n; i++)
-		while (!__atomic_load_n(&sh->ch[i].ready, __ATOMIC_ACQUIRE)) {
-			rc = tu_wait_for(sh->ch[i].pid, 0);
-			if (rc != -2) {
-				printf("# child %d ended (%d) before the start: %s\n", i, rc, sh->why);
-				nfail_parent++;
-				sh->ch[i].exited = 1;
-				sh->ch[i].status = rc;
-				break;
-			}
-			if (tu_now() > t) {
-				printf("# child %d did not open in 15 s\n", i);
-				nfail_parent++;
-				break;
-			}
-			tu_sleep_ms(1);
-		}
 	__atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
-	t0 = tu_now();
-
-	for (i = 0; i < nkill; i++) {
-		struct cd_kill *k = &kl[i];
-		struct cd_child *c = &sh->ch[k->child];
-		int ph, how = 0;  /* 0 random moment, 1 parked, 2 let go */
-
-		tu_sleep_ms(k->at_ms - (tu_now() - t0) * 1000.0);
-		if (c->exited)
-			continue;
-		if (k->park) {
-			__atomic_store_n(&c->park, k->park, __ATOMIC_SEQ_CST);
-			t = tu_now() + 0.15;
-			while (!__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST) && tu_now() < t)
-				tu_sleep_us(10);
-			if (__atomic_load_n(&c->parked, __ATOMIC_SEQ_CST)) {
-				how = 1;
-				if (k->inside) {
-					__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
-					/* spin: nanosleep's slack is larger than the delay */
-					t = tu_now() + k->delay_us / 1e6;
-					while (tu_now() < t)
-						;
-					how = 2;
-				}
-			}
-		}
-		ph = __atomic_load_n(&c->phase, __ATOMIC_SEQ_CST);
-		kill(c->pid, SIGKILL);
-		__atomic_store_n(&c->park, 0, __ATOMIC_SEQ_CST);
-		rc = tu_wait(c->pid);
-		c->exited = 1;
-		c->killed = 1;
-		c->status = rc;
-		watch_pids[k->child] = 0;
-		last_kill = tu_now();
-		kills++;
-		kills_by_phase[ph]++;
-		parked_kills += how == 1;
-		inside_kills += how == 2;
-		printf("# killed child %d (%s, node %c, pid %d) at %.0f ms in %s%s\n", k->child,
-				role_name[c->role], nodes[k->child], (int)c->pid,
-				(tu_now() - t0) * 1000.0, phase_name[ph],
-				how == 1 ? " (parked before the call)" :
-				how == 2 ? " (let go into the call)" : "");
-	}
-	tu_sleep_ms(run_ms - (tu_now() - t0) * 1000.0);
+	T.t0 = tu_now();
+	run_events(ev, nev);
+	mkv_pool_close(&T.watch);
+	sleep_until_ms(run_ms);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_SEQ_CST);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < T.n; i++)
 		__atomic_store_n(&sh->ch[i].park, 0, __ATOMIC_SEQ_CST);
-
-	/* survivors finish their step, close and exit 0 */
-	t = tu_now() + 15;
-	for (i = 0; i < n; i++) {
-		struct cd_child *c = &sh->ch[i];
-
-		if (c->exited)
-			continue;
-		rc = tu_wait_for(c->pid, t - tu_now());
-		if (rc == -2) {
-			cd_bad("child %d (%s, node %c) did not finish in 15 s after stop; stuck in %s",
-					i, role_name[c->role], nodes[i],
-					phase_name[__atomic_load_n(&c->phase, __ATOMIC_SEQ_CST)]);
-			kill(c->pid, SIGKILL);
-			rc = tu_wait(c->pid);
-			last_kill = tu_now();
-		} else if (rc != 0) {
-			cd_bad("child %d (%s, node %c) exited with %d: %s", i, role_name[c->role],
-					nodes[i], rc, sh->why);
-		}
-		c->exited = 1;
-		c->status = rc;
-		watch_pids[i] = 0;
-	}
+	wait_survivors();
 	if (sh->nfail)
 		cd_bad("children reported %d failures; the first: %s", sh->nfail, sh->why);
-	for (i = 0; i < sh->ncodes && i < 8; i++)
-		printf("# failed calls with %s: %u\n", mkv_strerror(sh->code[i]), sh->code_n[i]);
 
-	/* the dead of node b are dead once their heartbeat stood still this long */
-	tu_sleep_ms((last_kill + (CD_TIMEOUT + 150) / 1000.0 - tu_now()) * 1000.0);
+	/* the dead of other nodes are dead once their heartbeat stood still this long */
+	sleep_until_ms((T.last_kill - T.t0) * 1000.0 + CD_TIMEOUT + 150);
 	reclaimed = run_reclaim(gc, dir, path, &gc_clients, &gc_readers);
 	extra = leftover_clients(path);
 	if (extra > 0)
 		reclaimed = (reclaimed < 0 ? 0 : reclaimed) + extra;
-	checked = check_pool(path, n);
-
-	printf("# kills: ");
-	for (i = 0; i < PH_COUNT; i++)
-		if (kills_by_phase[i])
-			printf("%s=%u ", phase_name[i], kills_by_phase[i]);
-	printf("(%d parked, %d let go into the call)\n", parked_kills, inside_kills);
-	{
-		unsigned long pubs = 0, views = 0, dels = 0;
-
-		for (i = 0; i < n; i++) {
-			if (sh->ch[i].role == R_WRITER)
-				pubs += sh->ch[i].ok;
-			else if (sh->ch[i].role == R_DELETER)
-				dels += sh->ch[i].ok;
-			else
-				views += sh->ch[i].views;
-		}
-		printf("summary: seed %#llx, %d procs (nodes %s), %d kills, %lu acked publishes, "
-				"%lu deletes, %lu views, %lu keys checked, reclaimed %lld pages "
-				"%lld clients %lld readers%s%s\n",
-				(unsigned long long)seed, n, nodes, kills, pubs, dels, views, checked,
-				reclaimed, gc_clients, gc_readers, gc ? "" : " (mkv_pool_reclaim)",
-				second_reclaim ? " (+ a second reclaim)" : "");
-	}
-	printf("stats: kills=%d keys=%lu reclaimed=%lld", kills, checked,
-			reclaimed < 0 ? 0 : reclaimed);
-	for (i = 0; i < PH_COUNT; i++)
-		if (kills_by_phase[i])
-			printf(" kill_%s=%u", phase_name[i], kills_by_phase[i]);
-	printf("\n");
+	checked = check_pool(path, T.n, &evictions);
+	printf("# reclaim: %lld pages, %lld clients, %lld readers%s\n", reclaimed, gc_clients,
+			gc_readers, gc ? "" : " (mkv_pool_reclaim)");
+	report(seed, nev, checked, evictions, reclaimed);
 	alarm(0);
 	return nfail_parent ? 1 : 0;
 }
