@@ -65,7 +65,7 @@ pass=0
 fail=0
 
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $*"; }
 # show FILE...: a failed trial's evidence, indented.
 show() { for f; do sed 's/^/#   /' "$f"; done; }
 
