@@ -216,8 +216,9 @@ check_verify(struct mkv_pool *pool, const char *when)
  * is back.  An acknowledged key that is gone without a successful delete
  * (never deleted, or its delete said NOTFOUND) was lost, unless the
  * holder evicted it: there may be no more of those than keys evicted,
- * and none in a trial that evicted nothing.  The keys checked; those
- * present into *present.
+ * and none in a trial that evicted nothing.  Nor may more keys have been
+ * evicted than are gone without a successful delete.  The keys checked;
+ * those present into *present.
  */
 static unsigned long
 check_keys(struct mkv_pool *pool, int ntotal, uint64_t evictions, unsigned long *present)
@@ -226,7 +227,7 @@ check_keys(struct mkv_pool *pool, int ntotal, uint64_t evictions, unsigned long 
 	static char gone[10][96];
 	char key[64];
 	size_t klen;
-	unsigned long checked = 0, lost = 0, nf = 0;
+	unsigned long checked = 0, lost = 0, nf = 0, gone_undeleted = 0;
 	unsigned idx;
 	int rc, w, r, n = cd_rec_count();
 
@@ -244,6 +245,7 @@ check_keys(struct mkv_pool *pool, int ntotal, uint64_t evictions, unsigned long 
 			checked++;
 			if (rc == 0)
 				(*present)++;
+			gone_undeleted += rc == MKV_E_NOTFOUND && acked[w][idx] != 3;
 			if (rc != 0 && rc != MKV_E_NOTFOUND) {
 				cd_bad("key %s: %s", key, rc == 1 ? "wrong length" : rc == 2 ?
 						"wrong bytes" : rc == 3 ? "release failed" :
@@ -279,6 +281,9 @@ check_keys(struct mkv_pool *pool, int ntotal, uint64_t evictions, unsigned long 
 		for (r = 0; r < 10 && (unsigned long)r < lost; r++)
 			printf("#   %s\n", gone[r]);
 	}
+	if (evictions > gone_undeleted)
+		cd_bad("%llu keys were evicted, but only %lu of the keys tried are gone without a "
+				"successful delete", (unsigned long long)evictions, gone_undeleted);
 	printf("# keys tried %lu, present %lu; acknowledged and gone %lu, evicted %llu\n",
 			checked, *present, lost, (unsigned long long)evictions);
 	return checked;
