@@ -346,7 +346,7 @@ reaped(int i, int status)
 	watch_pids[i] = 0;
 	if (status != 0)
 		cd_bad("child %d (%s, node %c) exited with %d: %s", i, role_name[c->role], T.nodes[i],
-				status, sh->why);
+				status, c->why[0] ? c->why : "no failure recorded");
 }
 
 static const char *

@@ -68,6 +68,7 @@ struct cd_child {
 	uint32_t stops;  /* parent: times SIGSTOPped */
 	int status;      /* parent: exit status */
 	int held[CD_MAXVIEWS]; /* reader: 1 + the record of each key it holds a view of */
+	char why[256];    /* child: its first failure */
 	/* counters, for the summary */
 	uint32_t ok, failed, views, misses;
 	uint32_t across_kill, across_stop, self_stop, outlived, long_holds;
@@ -127,7 +128,7 @@ extern int verbose;
 extern int nfail_parent;    /* the driver's failures (cd_bad) */
 extern pid_t watch_pids[CD_MAXCH + 1];  /* what the watchdog kills */
 
-/* A child's failure: keep the first text in sh->why; returns @p code. */
+/* A child's failure: keep the first text in sh->why and its own; returns @p code. */
 int cd_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The driver's failure: a "# FAIL: " line of evidence. */
 void cd_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -47,6 +47,11 @@ cd_fail(int code, const char *fmt, ...)
 	int n;
 
 	__atomic_add_fetch(&sh->nfail, 1, __ATOMIC_SEQ_CST);
+	if (me >= 0 && sh->ch[me].why[0] == '\0') {
+		va_start(ap, fmt);
+		vsnprintf(sh->ch[me].why, sizeof(sh->ch[me].why), fmt, ap);
+		va_end(ap);
+	}
 	if (__atomic_exchange_n(&sh->why_claimed, 1, __ATOMIC_SEQ_CST) != 0)
 		return code;
 	n = snprintf(sh->why, sizeof(sh->why), "child %d (pid %d): ", me, (int)getpid());
