@@ -1,41 +1,71 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/crash.sh -- seeded crash trials: processes on two simulated nodes
-# write, delete and read a small pool while t/crashdrv SIGKILLs some of them
-# at seeded moments (some parked right before a chosen call); then
+# t/crash.sh [--torture] -- seeded crash trials: processes on simulated
+# nodes write, delete and read a small pool while t/crashdrv SIGKILLs some
+# of them at seeded moments (some parked right before a chosen call); then
 # marukv-gc reclaims what the dead left and the driver checks the pool:
 # no value with a wrong byte, no problem for mkv_pool_verify(MKV_VERIFY_DEEP),
 # every page accounted for, every acknowledged publish still there unless
-# deleted (see t/crashdrv.c).
+# deleted, no call returning a code its documentation does not list (see
+# t/crashdrv.c).
 #
-# Run by `make check` from the top of the build tree, with $srcdir set by
-# automake's harness.  Environment:
-#   CRASH_TRIALS  number of trials (default 40)
-#   CRASH_FIRST   first trial number (default 0); trial i uses seed CRASH_SEED + i
-#   CRASH_SEED    base seed (default 0xc4a5e000)
-#   CRASH_BUDGET  seconds; trials not started by then are skipped (default 150)
-#   CRASH_VERBOSE set to 1 to show every trial's evidence
-# A failing trial runs again alone with CRASH_FIRST=<trial> CRASH_TRIALS=1.
+# With --torture (t/torture.sh), the torture trials: more processes on
+# three or four nodes, a pool that fills up and evicts, an evicting
+# process, and SIGSTOPs as well as SIGKILLs -- of readers holding views,
+# writers inside a publish, deleters and the lease holder, for less than
+# the lease period, more, or more than the client timeout -- while readers
+# hold views across it all and check every byte.
+#
+# Run by `make check` from the top of the build tree.  Environment (CRASH_*
+# for the crash trials, TORTURE_* for the torture trials):
+#   *_TRIALS  number of trials (default 40 crash, 20 torture)
+#   *_FIRST   first trial number (default 0); trial i uses seed *_SEED + i
+#   *_SEED    base seed (default 0xc4a5e000 crash, 0x7047e000 torture)
+#   *_BUDGET  seconds; trials not started by then are skipped (default 150
+#             crash, 90 torture)
+#   *_VERBOSE set to 1 to show every trial's evidence
+# A long run by hand, for an hour:
+#   TORTURE_TRIALS=100000 TORTURE_BUDGET=3600 sh t/torture.sh
+# A failing trial runs again alone with *_FIRST=<trial> *_TRIALS=1 (the
+# line says so, and gives the driver's own command).
 # Each trial prints "ok - ..." or "not ok - ..." (with its evidence, "# "
 # lines); the last lines are the totals and "N passed, M failed".
 # Exit: 0 all passed, 1 a trial failed, 77 the driver is not built,
 # 99 setup error.
 
 set -u
+mode=crash
+drvarg=
+if [ "${1:-}" = --torture ]; then
+	mode=torture
+	drvarg=--torture
+fi
+VAR=$(echo "$mode" | tr a-z A-Z)
+# setting NAME DEFAULT: $CRASH_NAME or $TORTURE_NAME, else DEFAULT
+setting() { eval "printf '%s' \"\${${VAR}_$1:-$2}\""; }
+
 top_builddir=.
 drv=$top_builddir/t/crashdrv
 gc=$top_builddir/utils/marukv-gc
-trials=${CRASH_TRIALS:-40}
-first=${CRASH_FIRST:-0}
-seed=${CRASH_SEED:-0xc4a5e000}
-budget=${CRASH_BUDGET:-150}
-verbose=${CRASH_VERBOSE:-0}
+if [ "$mode" = torture ]; then
+	trials=$(setting TRIALS 20)
+	seed=$(setting SEED 0x7047e000)
+	budget=$(setting BUDGET 90)
+	limit=120
+else
+	trials=$(setting TRIALS 40)
+	seed=$(setting SEED 0xc4a5e000)
+	budget=$(setting BUDGET 150)
+	limit=90
+fi
+first=$(setting FIRST 0)
+verbose=$(setting VERBOSE 0)
 pass=0
 fail=0
 
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $*"; }
 # show FILE...: a failed trial's evidence, indented.
 show() { for f; do sed 's/^/#   /' "$f"; done; }
 
@@ -50,21 +80,18 @@ if [ ! -x "$gc" ]; then
 fi
 # bound each trial from outside too (the driver has its own watchdog)
 tmo=
-command -v timeout >/dev/null 2>&1 && tmo="timeout -s KILL 90"
+command -v timeout >/dev/null 2>&1 && tmo="timeout -s KILL $limit"
 
 shm=/dev/shm
 [ -d "$shm" ] && [ -w "$shm" ] || shm=${TMPDIR:-/tmp}
-tmp=$(mktemp -d "$shm/marukv-crash.XXXXXX") || exit 99
+tmp=$(mktemp -d "$shm/marukv-$mode.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
 unset MARUKV_POOL MARUKV_NODE
 
 start=$(date +%s)
-kills=0
-keys=0
-reclaimed=0
 skipped=0
-phases=
+: >"$tmp/stats"
 i=$first
 last=$((first + trials))
 while [ "$i" -lt "$last" ]; do
@@ -77,36 +104,64 @@ while [ "$i" -lt "$last" ]; do
 	s=$(printf '%#x' $((seed + i)))
 	out=$tmp/trial$i.out
 	# shellcheck disable=SC2086
-	$tmo "$drv" --seed "$s" --dir "$tmp/t$i" $gcarg >"$out" 2>&1
+	$tmo "$drv" --seed "$s" --dir "$tmp/t$i" $drvarg $gcarg >"$out" 2>&1
 	rc=$?
 	summary=$(sed -n 's/^summary: //p' "$out")
-	stats=$(sed -n 's/^stats: //p' "$out")
-	for kv in $stats; do
-		k=${kv%%=*}
-		v=${kv#*=}
-		case $k in
-		kills) kills=$((kills + v)) ;;
-		keys) keys=$((keys + v)) ;;
-		reclaimed) reclaimed=$((reclaimed + v)) ;;
-		kill_*) phases="$phases ${k#kill_}=$v" ;;
-		esac
-	done
+	sed -n 's/^stats: //p' "$out" | tr ' ' '\n' >>"$tmp/stats"
 	if [ "$rc" -eq 0 ]; then
 		ok "trial $i: ${summary:-no summary}"
 		[ "$verbose" = 1 ] && show "$out"
 	else
-		not_ok "trial $i (exit $rc; rerun: CRASH_FIRST=$i CRASH_TRIALS=1): ${summary:-no summary}"
+		not_ok "trial $i (exit $rc; rerun: ${VAR}_FIRST=$i ${VAR}_TRIALS=1, or" \
+			"t/crashdrv --seed $s --dir DIR $drvarg --gc utils/marukv-gc):" \
+			"${summary:-no summary}"
 		show "$out"
 	fi
 	rm -rf "$tmp/t$i"
 	i=$((i + 1))
 done
 
-# kills by the phase the victim had announced, summed over the trials
-bykind=$(printf '%s\n' $phases | awk -F= 'NF == 2 { n[$1] += $2 }
-	END { for (k in n) printf "%s=%d ", k, n[k] }')
-echo "# kills by phase: $bykind"
-echo "# crash trials: $((pass + fail)), kills: $kills, keys checked: $keys, pages reclaimed: $reclaimed, time: $(( $(date +%s) - start )) s"
+# the counts of every trial, added up by name
+awk -F= -v trials=$((pass + fail)) -v secs=$(($(date +%s) - start)) -v mode="$mode" '
+NF == 2 { n[$1] += $2 }
+function v(k) { return n[k] + 0 }
+function list(prefix, title,    k, cmd, any) {
+	cmd = "sort | tr \"\\n\" \" \""
+	for (k in n)
+		if (index(k, prefix) == 1) {
+			if (!any)
+				printf "# %s: ", title
+			any = 1
+			fflush()
+			print substr(k, length(prefix) + 1) "=" n[k] | cmd
+		}
+	if (any) {
+		close(cmd)
+		print ""
+	}
+}
+END {
+	printf "# %s trials: %d, time: %d s\n", mode, trials, secs
+	printf "# kills: %d (of the lease holder: %d; parked before a call: %d, let go into it: %d)\n",
+		v("kills"), v("holder_kills"), v("kills_parked"), v("kills_inside")
+	printf "# stops: %d (shorter than the lease period: %d, past it: %d, past the client timeout: %d;" \
+		" of the lease holder: %d; ended by SIGKILL: %d; no holder to stop or kill: %d)\n",
+		v("stops"), v("stops_short"), v("stops_past_lease"), v("stops_past_timeout"),
+		v("holder_stops"), v("stops_then_killed"), v("holder_missed")
+	printf "# views: %d (held across kills: %d, across stops: %d, through their own stop: %d," \
+		" outlived their key: %d; long holds: %d); EXPIRED: %d\n", v("views"),
+		v("views_across_kills"), v("views_across_stops"), v("views_through_own_stop"),
+		v("views_outlived_key"), v("long_holds"), v("expired")
+	printf "# keys checked: %d (publishes acknowledged: %d, deletes: %d, evictions: %d)\n",
+		v("keys"), v("publishes"), v("deletes"), v("evictions")
+	printf "# pages reclaimed after the trials: %d (granted to processes when killed: %d," \
+		" reclaimed by holders as logged: %d); lease taken %d times; library warnings: %d\n",
+		v("reclaimed"), v("orphaned_pages"), v("logged_reclaimed_pages"), v("lease_taken"),
+		v("warnings")
+	list("kill_", "kills by phase")
+	list("stop_", "stops by phase")
+	list("rc_", "return codes")
+}' "$tmp/stats"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ] && exit 0
 [ "$fail" -eq 0 ] && exit 77
