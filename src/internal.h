@@ -198,6 +198,7 @@ static inline void mkv_full_fence(void)
 uint64_t mkv_checksum(const void *buf, size_t len);
 uint64_t mkv_key_hash(const void *key, size_t klen);
 bool mkv_reg_is_table(const MDB_val *key);
+void mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table);
 /* Eviction's ages: a hint is the tick (1 to 255) of the last read, 0 none. */
 #define MKV_AGE_CAP 160U
 static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)

@@ -70,8 +70,8 @@ mkv_reg_is_table(const MDB_val *key)
 }
 
 /* A table's name: "marukv." and its own, padded with '.' to MKV_TABLE_NAME_LEN. */
-static void
-table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table)
+void
+mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table)
 {
 	int n = snprintf(name, MKV_TABLE_NAME_LEN + 1, "marukv.%s", table);
 
@@ -92,7 +92,7 @@ dbis_open(struct mkv_pool *p, MDB_txn *txn, unsigned flags)
 	if (rc)
 		return mkv_err_mdb(rc, "registry: open database");
 	for (size_t i = 0; i < MKV_TABLES; i++) {
-		table_name(name, names[i]);
+		mkv_reg_table_name(name, names[i]);
 		rc = mdb_dbi_open(txn, name, flags, dbis[i]);
 		if (rc == MDB_NOTFOUND)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: registry lacks its %s database",
@@ -357,7 +357,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	if ((rc = walk(p, txn, &c)) || (rc = map_find(p, txn, &c)))
 		goto out;
 	/* the format first: an older registry may lack a database */
-	table_name(name, "meta");
+	mkv_reg_table_name(name, "meta");
 	rc = mdb_dbi_open(txn, name, 0, &p->reg.meta);
 	if (rc) {
 		rc = rc == MDB_NOTFOUND ?

@@ -858,35 +858,21 @@ END_TEST
 static uint64_t
 registry_generation_ahead(void)
 {
-	char name[512], *file;
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi;
 	MDB_val k = { 10, "generation" }, d;
-	struct stat st;
 	uint64_t gen;
-	int n;
 
-	ck_assert_int_ge(asprintf(&file, "%s/registry.mdb", pool_path), 0);
-	ck_assert_int_eq(stat(file, &st), 0);
-	n = snprintf(name, sizeof(name), "marukv.meta");
-	memset(name + n, '.', 511 - (size_t)n);
-	name[511] = '\0';
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(env, 8), 0);
-	ck_assert_int_eq(mdb_env_set_mapsize(env, (size_t)st.st_size), 0);
-	ck_assert_int_eq(mdb_env_open(env, file, MDB_NOSUBDIR, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	ck_assert_int_eq(mdb_dbi_open(txn, name, 0, &dbi), 0);
+	tu_registry_begin(pool_path, &env, &txn);
+	dbi = tu_registry_table(txn, "meta");
 	ck_assert_int_eq(mdb_get(txn, dbi, &k, &d), 0);
 	ck_assert_uint_eq(d.mv_size, sizeof(gen));
 	memcpy(&gen, d.mv_data, sizeof(gen));
 	gen += 1ULL << 40;
 	d = (MDB_val){ sizeof(gen), &gen };
 	ck_assert_int_eq(mdb_put(txn, dbi, &k, &d, 0), 0);
-	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	free(file);
+	tu_registry_end(env, txn);
 	return gen;
 }
 

@@ -212,16 +212,6 @@ make_pool(void)
 	ck_assert_uint_ne(get(meta() + M_FREE + DB_ROOT, 8), UINT64_MAX);
 }
 
-/* A name of the registry's tables, as registry.c makes them. */
-static void
-table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table)
-{
-	int n = snprintf(name, MKV_TABLE_NAME_LEN + 1, "marukv.%s", table);
-
-	memset(name + n, '.', MKV_TABLE_NAME_LEN - (size_t)n);
-	name[MKV_TABLE_NAME_LEN] = '\0';
-}
-
 /*
  * Put a value that needs overflow pages into the meta table with LMDB
  * itself (marukv reads its meta values by name, and stores none that big).
@@ -230,27 +220,16 @@ static void
 add_overflow_value(void)
 {
 	static char val[10000];
-	char name[MKV_TABLE_NAME_LEN + 1], *path;
 	MDB_val k = { 13, "test-overflow" }, d = { sizeof(val), val };
-	struct stat st;
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi dbi;
+	char *pool = tu_pool_path(tu_dir);
 
-	ck_assert_int_ge(asprintf(&path, "%s/pool/registry.mdb", tu_dir), 0);
-	ck_assert_int_eq(stat(path, &st), 0);
 	memset(val, 'v', sizeof(val));
-	table_name(name, "meta");
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(env, 6), 0);
-	ck_assert_int_eq(mdb_env_set_mapsize(env, (size_t)st.st_size), 0);
-	ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	ck_assert_int_eq(mdb_dbi_open(txn, name, 0, &dbi), 0);
-	ck_assert_int_eq(mdb_put(txn, dbi, &k, &d, 0), 0);
-	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	free(path);
+	tu_registry_begin(pool, &env, &txn);
+	ck_assert_int_eq(mdb_put(txn, tu_registry_table(txn, "meta"), &k, &d, 0), 0);
+	tu_registry_end(env, txn);
+	free(pool);
 }
 
 /* The overflow value's node in the meta table, and its first page. */

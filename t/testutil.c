@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -636,4 +637,44 @@ tu_wait_for(pid_t pid, double secs)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return -1;
+}
+
+void
+tu_registry_begin(const char *pool, MDB_env **env, MDB_txn **txn)
+{
+	struct stat st;
+	char *file;
+
+	ck_assert_int_ge(asprintf(&file, "%s/registry.mdb", pool), 0);
+	ck_assert_int_eq(stat(file, &st), 0);
+	ck_assert_int_eq(mdb_env_create(env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(*env, 8), 0);
+	ck_assert_int_eq(mdb_env_set_mapsize(*env, (size_t)st.st_size), 0);
+	ck_assert_int_eq(mdb_env_open(*env, file, MDB_NOSUBDIR, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, txn), 0);
+	free(file);
+}
+
+/* The tables are named "marukv.NAME", padded with '.' to 511 bytes (registry.c). */
+MDB_dbi
+tu_registry_table(MDB_txn *txn, const char *table)
+{
+	char name[512];
+	MDB_dbi dbi;
+	int n;
+
+	if (table) {
+		n = snprintf(name, sizeof(name), "marukv.%s", table);
+		memset(name + n, '.', sizeof(name) - 1 - (size_t)n);
+		name[sizeof(name) - 1] = '\0';
+	}
+	ck_assert_int_eq(mdb_dbi_open(txn, table ? name : NULL, 0, &dbi), 0);
+	return dbi;
+}
+
+void
+tu_registry_end(MDB_env *env, MDB_txn *txn)
+{
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
 }

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <check.h>
+#include <lmdb.h>
 
 #include "marukv.h"
 
@@ -89,6 +90,19 @@ int tu_check(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
 void tu_stat(struct mkv_pool *pool, struct mkv_stat *st);
 /** 1 if the view/buffer memory is all zero. */
 int tu_is_zero(const void *p, size_t n);
+
+/* ---- the registry, written behind the library's back ---- */
+
+/**
+ * A write txn on the registry of the pool directory @p pool with LMDB
+ * itself, for tests that give the library what it would never write;
+ * asserts on failure.  tu_registry_table() opens one of its tables
+ * ("meta", "freed", ...; NULL for the keys' main database);
+ * tu_registry_end() commits and closes.
+ */
+void tu_registry_begin(const char *pool, MDB_env **env, MDB_txn **txn);
+MDB_dbi tu_registry_table(MDB_txn *txn, const char *table);
+void tu_registry_end(MDB_env *env, MDB_txn *txn);
 
 /* ---- time ---- */
 

@@ -22,20 +22,11 @@
 #include <lmdb.h>
 
 #include "fuzz_pool.h"
+#include "internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fuzz_pool fp;
-
-/* The registry's table names: "marukv.NAME" padded with '.' to 511 bytes (registry.c). */
-static void
-table_name(char name[512], const char *table)
-{
-	int n = snprintf(name, 512, "marukv.%s", table);
-
-	memset(name + n, '.', 511 - (size_t)n);
-	name[511] = '\0';
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,7 +35,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	MDB_dbi dbi[6];
 	MDB_env *env;
 	MDB_txn *txn;
-	char name[512];
+	char name[MKV_TABLE_NAME_LEN + 1];
 	int rdonly = 0;
 
 	if (!fp.img[0])
@@ -57,7 +48,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
 	for (int i = 0; i < 6; i++) {
 		if (tables[i])
-			table_name(name, tables[i]);
+			mkv_reg_table_name(name, tables[i]);
 		FUZZ_CHECK(mdb_dbi_open(txn, tables[i] ? name : NULL, 0, &dbi[i]) == 0);
 	}
 	while (size >= 3) {
