@@ -45,9 +45,9 @@ targets='
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
 stat_args    utils/stat-args.c t/fuzz/fuzz_argv.c
-pool_super     t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
-pool_registry  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
-pool_requests  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
+pool_super     t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
+pool_registry  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
+pool_requests  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
 '
 
 case $FUZZ_SECONDS in
