@@ -1090,7 +1090,7 @@ mkv_service_main(void *arg)
 	pthread_mutex_lock(&h->lock);
 	h->thread_started = true;
 	pthread_cond_broadcast(&h->wake);
-	reqs = calloc(MAX_BATCH, sizeof(*reqs));
+	reqs = h->batch = calloc(MAX_BATCH, sizeof(*reqs));
 	while (reqs && !stop) {
 		uint32_t bell = __atomic_load_n(&p->state->doorbell, __ATOMIC_ACQUIRE);
 		uint64_t now = mkv_now_ns();
@@ -1136,6 +1136,7 @@ mkv_service_main(void *arg)
 		}
 	}
 	free(reqs);
+	h->batch = NULL;
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
 }

@@ -98,6 +98,7 @@ struct mkv_holder {
 	bool thread_started;      /* the thread is past its start-up */
 	pthread_t thread;
 	pthread_cond_t wake;      /* wakes the service thread when it does not hold */
+	struct mkv_req *batch;    /* the thread's requests; here, so a forked child reaches it */
 	uint64_t last_beat_ns;    /* our client heartbeat */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
 	/* the holder's view of the page table, kept by mkv_pages_move() */

@@ -1002,6 +1002,7 @@ handle_free(struct mkv_pool *p)
 		free(p->bufs.v);
 		free(p->views.v);
 		free(p->rq.kept);
+		free(p->h.batch);
 	} else {
 		mkv_lease_fini(p);
 		mkv_epoch_fini(&p->epochs);
