@@ -12,6 +12,8 @@
 #ifndef MKV_UTILS_ARGS_H
 #define MKV_UTILS_ARGS_H
 
+#include <stdlib.h>
+
 /* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
 #define TOOLS_DEFAULT_POOL "/dev/shm/marukv"
 
@@ -21,5 +23,17 @@ enum args_result {
 	ARGS_VERSION,  /* -V, --version: print the version, exit 0 */
 	ARGS_USAGE,    /* a usage error, already said on stderr: exit 2 */
 };
+
+/*
+ * The pool's name for messages: POOL, else $MARUKV_POOL if set and not
+ * empty, else the default; the library resolves a NULL path the same way.
+ */
+static inline const char *
+args_pool_name(const char *arg)
+{
+	const char *env = getenv("MARUKV_POOL");
+
+	return arg ? arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
+}
 
 #endif

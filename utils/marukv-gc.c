@@ -256,7 +256,6 @@ int main(int argc, char **argv)
 	struct progress prog = { .last_pct = -1 };
 	struct mkv_pool *pool = NULL;
 	union result res;
-	const char *env;
 	unsigned oflags;
 	int rc, status;
 
@@ -273,9 +272,7 @@ int main(int argc, char **argv)
 		return EXIT_ERR;
 	}
 
-	/* The name for messages; the library resolves NULL the same way. */
-	env = getenv("MARUKV_POOL");
-	o.name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
+	o.name = args_pool_name(o.arg);
 
 	/* verify only reads; reclaim and evict write unless it is a dry run. */
 	oflags = (o.cmd == CMD_VERIFY || o.dry_run) ? MKV_RDONLY : 0;

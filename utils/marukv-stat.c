@@ -273,7 +273,7 @@ int main(int argc, char **argv)
 	struct mkv_stat st;
 	struct mkv_client *clients = NULL;
 	size_t nclients = 0;
-	const char *name, *env;
+	const char *name;
 	char uuid[37];
 	int rc;
 
@@ -290,9 +290,7 @@ int main(int argc, char **argv)
 		return EXIT_ERR;
 	}
 
-	/* The name for messages; the library resolves NULL the same way. */
-	env = getenv("MARUKV_POOL");
-	name = o.arg ? o.arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
+	name = args_pool_name(o.arg);
 
 	rc = mkv_pool_open(o.arg, MKV_RDONLY, NULL, &pool);
 	if (rc < 0)

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuzz_check.h"
 #include "marukv.h"
 
 #define FUZZ_PAGE 4096U
@@ -28,13 +29,7 @@
 #define FUZZ_NODES 2U
 #define FUZZ_KEYS 6U      /* keys "k0".."k5" published; "k1" deleted */
 
-#define FUZZ_CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz: check failed: %s (%s:%d): %s\n", #cond, __FILE__, \
-				__LINE__, mkv_errormsg()); \
-		abort(); \
-	} \
-} while (0)
+#define FUZZ_CHECK(cond) FUZZ_CHECK_WHY(cond, mkv_errormsg())
 
 struct fuzz_pool {
 	char dir[64];             /* the pool directory */

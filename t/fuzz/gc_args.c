@@ -12,6 +12,7 @@
  * check aborts, which libFuzzer reports as a crash.
  */
 #include "fuzz_argv.h"
+#include "fuzz_check.h"
 #include "gc-args.h"
 
 #include <getopt.h>
@@ -20,13 +21,6 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "gc_args: check failed: %s (line %d)\n", #cond, __LINE__); \
-		abort(); \
-	} \
-} while (0)
 
 static void check_run(const struct fuzz_argv *a, const struct gc_opts *o)
 {

@@ -13,6 +13,7 @@
  * and well-formed UTF-8 pass through.  A failed check aborts, which
  * libFuzzer reports as a crash with the input that caused it.
  */
+#include "fuzz_check.h"
 #include "json.h"
 
 #include <stdint.h>
@@ -21,13 +22,6 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "json_string: check failed: %s (line %d)\n", #cond, __LINE__); \
-		abort(); \
-	} \
-} while (0)
 
 /*
  * The length of the well-formed UTF-8 sequence at s[0..n), or 0: decode

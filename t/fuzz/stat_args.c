@@ -10,6 +10,7 @@
  * empty one.  A failed check aborts, which libFuzzer reports as a crash.
  */
 #include "fuzz_argv.h"
+#include "fuzz_check.h"
 #include "stat-args.h"
 
 #include <getopt.h>
@@ -17,13 +18,6 @@
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "stat_args: check failed: %s (line %d)\n", #cond, __LINE__); \
-		abort(); \
-	} \
-} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
