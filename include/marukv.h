@@ -425,7 +425,8 @@ struct mkv_reclaim {
  * pool's client timeout: when there are clients of other nodes, this call
  * watches them for up to that long before it judges.
  * Errors: MKV_E_INVAL (NULL, unknown flags), MKV_E_RDONLY (without
- * MKV_DRY_RUN), MKV_E_INTERNAL.
+ * MKV_DRY_RUN), MKV_E_NOSPC (registry full, as for mkv_del()),
+ * MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *report);
 
@@ -441,14 +442,16 @@ struct mkv_evict {
  * quarantined, least recently read first, and the blocks of a chain (see
  * mkv_publish_chain()) from its tail to its head.  Views of evicted keys
  * stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
- * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_INTERNAL.
+ * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full, as for
+ * mkv_del()), MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
 		struct mkv_evict *report);
 
 /**
  * Change the pool's eviction watermarks (see mkv_opts_set_watermarks()),
- * through the lease holder.  Errors: MKV_E_INVAL, MKV_E_RDONLY.
+ * through the lease holder.  Errors: MKV_E_INVAL, MKV_E_RDONLY, MKV_E_NOSPC
+ * (registry full, as for mkv_del()).
  */
 MKV_EXPORT int mkv_pool_set_watermarks(struct mkv_pool *pool, unsigned low_pct,
 		unsigned high_pct);
@@ -563,7 +566,8 @@ MKV_EXPORT int mkv_put(struct mkv_pool *pool, const void *key, size_t klen,
 /**
  * Delete a key.  Its pages are reused only after every view of it is
  * released.  Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_RDONLY,
- * MKV_E_EXPIRED, MKV_E_TIMEDOUT.
+ * MKV_E_NOSPC (the registry had no page for the commit for a lease period:
+ * see marukv(7), "A registry reserve"), MKV_E_EXPIRED, MKV_E_TIMEDOUT.
  */
 MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
 /** @} */

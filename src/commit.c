@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <endian.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -822,6 +823,50 @@ commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b
 }
 
 /*
+ * commit_txn(), tried again while the registry has no page for it.  LMDB
+ * reuses a page only once no reader's snapshot predates the txn that freed
+ * it: while a reader is stopped or preempted inside a lookup, every commit
+ * takes pages from the end of the map, and a busy holder fills a registry
+ * that is mostly free within milliseconds (deletes too, whatever reserve is
+ * kept).  Such a txn is tried again, its requests as they came, after a
+ * pause that grows from 50 us to 5 ms, for up to a lease period; then the
+ * whole txn fails with MKV_E_NOSPC.
+ */
+static int
+commit_full_registry(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b)
+{
+	struct mkv_req *orig = n ? malloc(n * sizeof(*reqs)) : NULL;
+	uint64_t until = mkv_now_ns() + p->lease_period_ns, nap = 50000;
+	int fatal;
+
+	if (orig)
+		memcpy(orig, reqs, n * sizeof(*reqs));
+	while ((fatal = commit_txn(p, reqs, n, b)) == MKV_E_NOSPC && mkv_now_ns() < until) {
+		struct timespec ts = { 0, (long)nap };
+
+		if (n && !orig)
+			break;
+		batch_undo(p, b);
+		*b = (struct batch){ .done = b->done, .released = b->released };
+		b->released.n = 0;
+		if (n)
+			memcpy(reqs, orig, n * sizeof(*reqs));
+		nanosleep(&ts, NULL);
+		nap = nap * 2 < 5000000 ? nap * 2 : 5000000;
+	}
+	free(orig);
+	if (fatal == MKV_E_NOSPC) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", mkv_errormsg());
+		return mkv_err(fatal, "pool %s: registry full for %llu ms: LMDB reuses no page a "
+				"reader's snapshot may still see (%s)", p->path,
+				(unsigned long long)(p->lease_period_ns / 1000000), why);
+	}
+	return fatal;
+}
+
+/*
  * Apply n requests in one registry write txn; only a valid lease holder
  * may call this, with h.lock held.  Each request's own outcome is in its
  * result; the return value is 0, or the error that failed the whole txn
@@ -832,7 +877,7 @@ int
 mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
 	struct batch b = { 0 };
-	int fatal = commit_txn(p, reqs, n, &b), again = 0;
+	int fatal = commit_full_registry(p, reqs, n, &b), again = 0;
 
 	if (fatal) {
 		batch_undo(p, &b);

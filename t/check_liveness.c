@@ -13,7 +13,10 @@
  *    mkv_opts_set_max_nodes() bounds it;
  *  - a registry whose stored lease generation is ahead of the lease
  *    record makes write calls fail or succeed, never hang, and
- *    mkv_pool_verify() does not call such a pool clean.
+ *    mkv_pool_verify() does not call such a pool clean;
+ *  - a reader stopped inside a lookup, whose LMDB snapshot keeps every
+ *    page freed since from reuse, does not make writes fail while it
+ *    resumes within a lease period.
  *
  * Every wait is bounded; every child is killed at the end.  Tests that
  * need root (a PID namespace) say so and return.
@@ -51,6 +54,7 @@ struct popts {
 	uint32_t client_timeout_ms;
 	uint32_t max_nodes;
 	uint32_t max_clients;  /* 0: 16 */
+	uint64_t registry_size;
 };
 
 static char *pool_path;
@@ -90,7 +94,9 @@ open_pool(unsigned flags, const struct popts *o, struct mkv_pool **pool)
 	    (o->lease_ms && (rc = mkv_opts_set_lease_period(opts, o->lease_ms)) < 0) ||
 	    (o->client_timeout_ms &&
 	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
-	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0)) {
+	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
+	    (o->registry_size &&
+	     (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0)) {
 		mkv_opts_delete(&opts);
 		return rc;
 	}
@@ -1024,6 +1030,86 @@ START_TEST(test_verify_reports_registry_generation_ahead)
 }
 END_TEST
 
+/* ---- a reader stopped inside a lookup ---- */
+
+#define SNAPSHOT_MS 1000
+
+/*
+ * A reader stopped inside a lookup, as LMDB sees it: the child opens the
+ * registry as the library does, begins a read txn, says 's', holds the
+ * txn SNAPSHOT_MS and ends it.
+ */
+static int
+snapshot_holder(int cmd, int ev, void *arg)
+{
+	char *path;
+	MDB_env *env;
+	MDB_txn *txn;
+
+	(void)cmd;
+	(void)arg;
+	if (asprintf(&path, "%s/registry.mdb", pool_path) < 0 || mdb_env_create(&env) ||
+	    mdb_env_set_mapsize(env, 1U << 20) ||
+	    mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_RDONLY, 0600) ||
+	    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))
+		return 1;
+	tu_write_byte(ev, 's');
+	tu_sleep_ms(SNAPSHOT_MS);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	free(path);
+	return 0;
+}
+
+START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
+{
+	struct popts o = { .node = "a", .lease_ms = 5000, .registry_size = 1U << 20 };
+	struct tu_child c = TU_CHILD_NONE;
+	struct mkv_stat st;
+	struct mkv_verify vr;
+	struct mkv_pool *pool;
+	char bad[512] = "";
+	double t0, slowest = 0;
+	int rc;
+
+	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	for (unsigned i = 0; i < 40; i++) {
+		char key[16];
+
+		TU_OK(tu_put(pool, key, (size_t)snprintf(key, sizeof(key), "k%u", i), PAGE));
+	}
+	tu_child_start(&c, snapshot_holder, NULL);
+	tu_child_expect(&c, "the reader", 's', BOUND);
+	/* each commit now takes fresh pages: 1 MiB of registry lasts ~100 */
+	for (unsigned i = 0; i < 1000 && !bad[0]; i++) {
+		char key[16];
+		int n = snprintf(key, sizeof(key), "k%u", i % 40);
+
+		t0 = tu_now();
+		if ((rc = mkv_del(pool, key, (size_t)n)) || (rc = tu_put(pool, key, (size_t)n, PAGE)))
+			snprintf(bad, sizeof(bad), "round %u (%s): %d (%s): %s", i, key, rc,
+					mkv_strerror(rc), mkv_errormsg());
+		if (tu_now() - t0 > slowest)
+			slowest = tu_now() - t0;
+	}
+	rc = tu_wait_for(c.pid, BOUND);
+	c.pid = rc == -2 ? c.pid : -1;
+	tu_child_end(&c);
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_msg(!bad[0], "a write failed while a reader held a snapshot for %d ms, "
+			"less than the lease period: %s", SNAPSHOT_MS, bad);
+	ck_assert_msg(rc == 0, "the reader holding the snapshot ended with %d", rc);
+	/* else the test did not test: the snapshot never filled the registry */
+	ck_assert_msg(st.registry_used * 10 >= st.registry_size * 9 && slowest > 0.1,
+			"the registry reached %llu of %llu bytes, the slowest write took %.3f s: "
+			"the held snapshot did not fill it", (unsigned long long)st.registry_used,
+			(unsigned long long)st.registry_size, slowest);
+	TU_OK(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &vr));
+	ck_assert_uint_eq(vr.entries, 40);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 static Suite *
 liveness_suite(void)
 {
@@ -1062,6 +1148,7 @@ liveness_suite(void)
 	tcase_add_test(tc, test_del_returns_when_registry_generation_is_ahead);
 	tcase_add_test(tc, test_reclaim_returns_when_registry_generation_is_ahead);
 	tcase_add_test(tc, test_evict_returns_when_registry_generation_is_ahead);
+	tcase_add_test(tc, test_writes_outlast_a_reader_stopped_in_a_lookup);
 	suite_add_tcase(s, tc);
 	return s;
 }

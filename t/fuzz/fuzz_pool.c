@@ -201,9 +201,9 @@ fuzz_pool_use(const struct fuzz_pool *fp, int rdonly)
 	if (!rdonly) {
 		FUZZ_CHECK(one_of(mkv_put(pool, "new", 3, "value", 5), ANY, MKV_E_EXISTS,
 				MKV_E_NOSPC, 0));
-		FUZZ_CHECK(one_of(mkv_del(pool, "k0", 2), ANY, MKV_E_NOTFOUND, 0));
-		FUZZ_CHECK(one_of(mkv_pool_evict(pool, 50, 0, &ev), ANY, 0));
-		FUZZ_CHECK(one_of(mkv_pool_reclaim(pool, 0, &rec), ANY, 0));
+		FUZZ_CHECK(one_of(mkv_del(pool, "k0", 2), ANY, MKV_E_NOTFOUND, MKV_E_NOSPC, 0));
+		FUZZ_CHECK(one_of(mkv_pool_evict(pool, 50, 0, &ev), ANY, MKV_E_NOSPC, 0));
+		FUZZ_CHECK(one_of(mkv_pool_reclaim(pool, 0, &rec), ANY, MKV_E_NOSPC, 0));
 		FUZZ_CHECK(one_of(mkv_put(pool, "big", 3, fp->img[2], 5 * FUZZ_PAGE), ANY,
 				MKV_E_EXISTS, MKV_E_NOSPC, 0));
 	}
