@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -227,16 +226,13 @@ void
 mkv_client_beat(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
-	struct timespec wall;
 
 	/* a slot taken away from us is somebody else's now */
 	if (!mkv_client_alive(p))
 		return;
-	clock_gettime(CLOCK_REALTIME, &wall);
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->beat_wall_ns,
-			(uint64_t)wall.tv_sec * 1000000000ULL + (uint64_t)wall.tv_nsec, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->beat_wall_ns, mkv_wall_ns(), __ATOMIC_RELAXED);
 	p->super.persist(&s->beat, 2 * sizeof(uint64_t));
 }
 

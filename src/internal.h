@@ -235,6 +235,7 @@ struct mkv_opts {
 	char node[MKV_NODE_NAME_MAX + 1];
 };
 uint64_t mkv_now_ns(void);
+uint64_t mkv_wall_ns(void);
 int64_t mkv_age_ms(uint64_t wall_ns);
 int mkv_flock_until(int fd, int how, uint64_t deadline);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);

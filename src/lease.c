@@ -423,13 +423,11 @@ int
 mkv_lease_beat(struct mkv_pool *p)
 {
 	struct mkv_lease *l = &p->state->lease;
-	struct timespec wall;
 
 	if (!mkv_lease_valid(p))
 		return MKV_E_FENCED;
-	clock_gettime(CLOCK_REALTIME, &wall);
 	STORE(l->heartbeat, LOAD(l->heartbeat) + 1);
-	STORE(l->beat_wall_ns, (uint64_t)wall.tv_sec * 1000000000ULL + (uint64_t)wall.tv_nsec);
+	STORE(l->beat_wall_ns, mkv_wall_ns());
 	persist(p, l, sizeof(*l));
 	beat_node(p);
 	p->h.last_renew_ns = mkv_now_ns();
@@ -502,6 +500,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
 		STORE(l->heartbeat, now.heartbeat + 1);
+		STORE(l->beat_wall_ns, mkv_wall_ns());
 		persist(p, l, sizeof(*l));
 	}
 	bakery_exit(p);

@@ -117,6 +117,16 @@ mkv_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME in nanoseconds: heartbeats' times, for display. */
+uint64_t
+mkv_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * Milliseconds from a CLOCK_REALTIME time another process wrote in the
  * pool (a heartbeat's) to now, by this host's clock; negative if it is in
@@ -125,11 +135,8 @@ mkv_now_ns(void)
 int64_t
 mkv_age_ms(uint64_t wall_ns)
 {
-	struct timespec ts;
-	uint64_t now;
+	uint64_t now = mkv_wall_ns();
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
 		-(int64_t)((wall_ns - now) / 1000000);
 }

@@ -769,7 +769,12 @@ END_TEST
 
 START_TEST(test_max_nodes_bounds_live_nodes)
 {
-	struct popts o = { .node = "a", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
+	/*
+	 * "a" holds the lease throughout: a period too long to lapse on a busy
+	 * host, since a "b" that took the lease over and was killed would keep
+	 * its node's entry until somebody took the lease (marukv.7).
+	 */
+	struct popts o = { .node = "a", .lease_ms = 3000, .client_timeout_ms = NODE_TIMEOUT_MS,
 			.max_clients = 64, .max_nodes = 2 };
 	struct tu_child b = TU_CHILD_NONE, c = TU_CHILD_NONE;
 	struct mkv_pool *pool;
