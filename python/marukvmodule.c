@@ -635,6 +635,27 @@ static PyTypeObject Buffer_Type = {
 
 /* Pool: opening */
 
+/* A PyArg "O&" converter to unsigned int: TypeError, OverflowError when negative or too large. */
+static int
+to_uint(PyObject *obj, void *out)
+{
+	unsigned long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, not %.100s", Py_TYPE(obj)->tp_name);
+		return 0;
+	}
+	v = PyLong_AsUnsignedLong(obj);
+	if (v == (unsigned long)-1 && PyErr_Occurred())
+		return 0;
+	if (v > UINT_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "int too large");
+		return 0;
+	}
+	*(unsigned int *)out = (unsigned int)v;
+	return 1;
+}
+
 /* An unsigned integer option no larger than @max into *out. */
 static int
 opt_uint(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
@@ -681,7 +702,7 @@ opts_fill(struct mkv_opts *o, const struct popts *p)
 		{ offsetof(struct popts, group), "group", (gid_t)-1, 6 },
 		{ offsetof(struct popts, max_nodes), "max_nodes", UINT32_MAX, 7 },
 	};
-	unsigned long low, high;
+	unsigned int low, high;
 	uint64_t v;
 	int rc = 0;
 
@@ -708,12 +729,14 @@ opts_fill(struct mkv_opts *o, const struct popts *p)
 		}
 	}
 	if (p->watermarks && p->watermarks != Py_None) {
-		if (!PyArg_ParseTuple(p->watermarks, "kk;watermarks must be a (low, high) tuple of ints",
-				&low, &high))
+		if (!PyTuple_Check(p->watermarks) || PyTuple_GET_SIZE(p->watermarks) != 2) {
+			PyErr_SetString(PyExc_TypeError, "watermarks must be a (low, high) tuple");
 			return -1;
-		if (low > UINT_MAX || high > UINT_MAX)
-			low = high = UINT_MAX;	/* out of range: the setter says so */
-		if ((rc = mkv_opts_set_watermarks(o, (unsigned)low, (unsigned)high)) < 0) {
+		}
+		if (!to_uint(PyTuple_GET_ITEM(p->watermarks, 0), &low) ||
+		    !to_uint(PyTuple_GET_ITEM(p->watermarks, 1), &high))
+			return -1;
+		if ((rc = mkv_opts_set_watermarks(o, low, high)) < 0) {
 			raise_mkv(rc);
 			return -1;
 		}
@@ -1319,7 +1342,7 @@ Pool_evict(PoolObject *self, PyObject *args, PyObject *kwargs)
 	int dry = 0, rc;
 	PyObject *d;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "I|$p:evict", kwlist, &pct, &dry))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$p:evict", kwlist, to_uint, &pct, &dry))
 		return NULL;
 	if (call_enter(self) < 0)
 		return NULL;
@@ -1343,7 +1366,8 @@ Pool_set_watermarks(PoolObject *self, PyObject *args, PyObject *kwargs)
 	unsigned int low, high;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II:set_watermarks", kwlist, &low, &high))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&:set_watermarks", kwlist, to_uint, &low,
+			to_uint, &high))
 		return NULL;
 	if (call_enter(self) < 0)
 		return NULL;
