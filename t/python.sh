@@ -9,7 +9,8 @@
 # Run by `make check` from the top of the build tree, with $srcdir set by
 # automake's harness.  The package is assembled in a temporary directory
 # (the sources from $srcdir/python/marukv, the extension from python/.libs)
-# and found through PYTHONPATH; libmarukv through LD_LIBRARY_PATH.
+# and found through PYTHONPATH; libmarukv through LD_LIBRARY_PATH; the
+# README (whose Python example is tested) through MARUKV_TOP_SRCDIR.
 # Exit: 0 passed, 1 failed, 77 skipped (configured --disable-python, no
 # pytest, or a sanitizer build: see below).
 
@@ -45,7 +46,7 @@ for f in "$top_srcdir"/python/marukv/*.py; do
 done
 cp "$so" "$stage/marukv/" || exit 99
 
-PYTHONPATH=$stage LD_LIBRARY_PATH=$(pwd)/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+MARUKV_TOP_SRCDIR=$top_srcdir PYTHONPATH=$stage LD_LIBRARY_PATH=$(pwd)/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 	PYTHONDONTWRITEBYTECODE=1 "$PYTHON" -m pytest -q -p no:cacheprovider \
 	"$top_srcdir/t/test_python.py"
 rc=$?

@@ -807,3 +807,22 @@ def test_get_release_loop_does_not_leak(pool):
     assert my_client(pool)["pin"] == 0
     assert pool.stat()["pages_quarantined"] == quarantined
     assert rss_kib() - rss < 2048, "RSS grew by %d KiB" % (rss_kib() - rss)
+
+
+# The documented example
+
+
+def test_readme_example(pooldir, monkeypatch, capsys):
+    """The README's Python example runs as printed, twice (write-once), and
+    marukv-python(7) prints the same."""
+    top = os.environ.get("MARUKV_TOP_SRCDIR", ".")
+    with open(os.path.join(top, "README")) as f:
+        code = f.read().split("```python\n", 1)[1].split("```", 1)[0]
+    with open(os.path.join(top, "man", "marukv-python.7.in")) as f:
+        man = f.read().split(".SH EXAMPLE\n.EX\n", 1)[1].split(".EE\n", 1)[0]
+    assert man.replace("\\-", "-").replace("\\e", "\\") == code
+    monkeypatch.setenv("MARUKV_POOL", pooldir)
+    for _ in range(2):
+        exec(compile(code, "README", "exec"), {})
+        out = capsys.readouterr().out
+        assert out.startswith("[1.5 1.5 1.5 1.5]") and out.rstrip().endswith(" 1"), out
