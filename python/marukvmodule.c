@@ -1,0 +1,1696 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * marukvmodule.c -- marukv._marukv, the CPython binding of libmarukv.
+ *
+ * Three types wrap the C API one to one: Pool (struct mkv_pool), View (a
+ * struct mkv_view, read-only buffer protocol) and Buffer (a struct mkv_buf,
+ * writable buffer protocol).  The package marukv (python/marukv/) re-exports
+ * them and defines the exceptions (_errors.py), which this module looks up
+ * by name at import.
+ *
+ * Safety rules, all checked with the GIL held:
+ *  - Every library call runs with the GIL released, counted in pool->calls;
+ *    close() takes the handle away first (pool->pool = NULL, so new calls
+ *    fail) and waits for the running ones before mkv_pool_close().
+ *  - The pages behind a View or Buffer stay mapped while the pool is open,
+ *    so a buffer export is safe exactly as long as the pool is: release(),
+ *    publish(), abort() and close() refuse with BufferError while an export
+ *    of theirs is alive (pool->exports counts all of a pool's).
+ *  - A View or Buffer is taken out of its object (a local copy, the object
+ *    marked released or busy) before the GIL is dropped, so two threads
+ *    never hand the same struct to the library.
+ *  - In a child after fork() the library refuses the inherited handle with
+ *    MKV_E_INVAL; close() and deallocation there skip the wait for calls
+ *    that were running in the parent's threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <marukv.h>
+
+typedef struct {
+	PyObject_HEAD
+	struct mkv_pool *pool;	/* NULL once closed */
+	pid_t pid;		/* the process that opened it */
+	int readonly;
+	Py_ssize_t calls;	/* library calls running with the GIL released */
+	Py_ssize_t exports;	/* live buffer exports of its views and buffers */
+} PoolObject;
+
+typedef struct {
+	PyObject_HEAD
+	PoolObject *pool;
+	struct mkv_view view;
+	int live;
+	Py_ssize_t exports;
+} ViewObject;
+
+enum buf_state { BUF_LIVE, BUF_BUSY, BUF_DONE };
+
+typedef struct {
+	PyObject_HEAD
+	PoolObject *pool;
+	struct mkv_buf buf;
+	enum buf_state state;
+	Py_ssize_t exports;
+} BufferObject;
+
+static PyTypeObject Pool_Type;
+static PyTypeObject View_Type;
+static PyTypeObject Buffer_Type;
+
+/* Errors */
+
+/*
+ * Every code marukv.h documents, its constant's name and the exception for
+ * it (a class of marukv._errors, looked up at import and kept for good).
+ */
+static struct {
+	int code;
+	const char *name;	/* the constant, E_<name> */
+	const char *exc;
+	PyObject *cls;
+} codes[] = {
+	{ MKV_E_INVAL, "INVAL", "InvalidArgument", NULL },
+	{ MKV_E_NOMEM, "NOMEM", "NoMemory", NULL },
+	{ MKV_E_NOSPC, "NOSPC", "NoSpace", NULL },
+	{ MKV_E_EXISTS, "EXISTS", "Exists", NULL },
+	{ MKV_E_NOENT, "NOENT", "NoPool", NULL },
+	{ MKV_E_USERS, "USERS", "TooManyClients", NULL },
+	{ MKV_E_IO, "IO", "IOFailure", NULL },
+	{ MKV_E_TIMEDOUT, "TIMEDOUT", "TimedOut", NULL },
+	{ MKV_E_PERM, "PERM", "Permission", NULL },
+	{ MKV_E_NOTFOUND, "NOTFOUND", "NotFound", NULL },
+	{ MKV_E_RDONLY, "RDONLY", "ReadOnly", NULL },
+	{ MKV_E_NOTPOOL, "NOTPOOL", "NotPool", NULL },
+	{ MKV_E_CORRUPT, "CORRUPT", "Corrupt", NULL },
+	{ MKV_E_VERSION, "VERSION", "VersionMismatch", NULL },
+	{ MKV_E_INTERNAL, "INTERNAL", "Internal", NULL },
+	{ MKV_E_EXPIRED, "EXPIRED", "Expired", NULL },
+};
+#define NCODES (sizeof(codes) / sizeof(codes[0]))
+static PyObject *Error;
+
+/*
+ * Raise the exception for @code, with the calling thread's message from the
+ * library (it must be the thread's last mkv_* call); returns NULL.
+ */
+static PyObject *
+raise_mkv(int code)
+{
+	const char *msg = mkv_errormsg();
+	PyObject *cls = Error, *exc;
+
+	if (*msg == '\0')
+		msg = mkv_strerror(code);
+	for (size_t i = 0; i < NCODES; i++)
+		if (codes[i].code == code)
+			cls = codes[i].cls;
+	/* The message may hold a path in any encoding. */
+	exc = PyObject_CallFunction(cls, "iN", code,
+			PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace"));
+	if (exc) {
+		PyErr_SetObject(cls, exc);
+		Py_DECREF(exc);
+	}
+	return NULL;
+}
+
+static PyObject *
+raise_closed(void)
+{
+	PyErr_SetString(PyExc_ValueError, "operation on a closed pool");
+	return NULL;
+}
+
+/* Pool calls */
+
+/* Count a call that will drop the GIL; fails (ValueError) on a closed pool. */
+static int
+call_enter(PoolObject *p)
+{
+	if (p->pool == NULL) {
+		raise_closed();
+		return -1;
+	}
+	p->calls++;
+	return 0;
+}
+
+static void
+call_leave(PoolObject *p)
+{
+	p->calls--;
+}
+
+/*
+ * Take the handle away and close it: no new call starts, the running ones
+ * (in this process) finish first.  Nothing to do if closed already.
+ */
+static void
+pool_shut(PoolObject *self)
+{
+	struct mkv_pool *h = self->pool;
+
+	if (h == NULL)
+		return;
+	self->pool = NULL;
+	if (self->pid == getpid()) {
+		while (self->calls > 0) {
+			Py_BEGIN_ALLOW_THREADS
+			usleep(1000);
+			Py_END_ALLOW_THREADS
+		}
+	}
+	Py_BEGIN_ALLOW_THREADS
+	mkv_pool_close(&h);
+	Py_END_ALLOW_THREADS
+}
+
+/* Keys */
+
+/* Keys of a sequence as buffers, and as the struct mkv_key array over them. */
+struct keyset {
+	Py_ssize_t n;
+	Py_buffer *bufs;
+	struct mkv_key *keys;
+};
+
+static void
+keyset_release(struct keyset *ks)
+{
+	for (Py_ssize_t i = 0; i < ks->n; i++)
+		PyBuffer_Release(&ks->bufs[i]);
+	PyMem_Free(ks->bufs);
+	PyMem_Free(ks->keys);
+	ks->n = 0;
+	ks->bufs = NULL;
+	ks->keys = NULL;
+}
+
+static int
+keyset_get(PyObject *seq, struct keyset *ks)
+{
+	PyObject *fast = PySequence_Fast(seq, "keys must be a sequence of bytes-like objects");
+	Py_ssize_t n;
+
+	ks->n = 0;
+	ks->bufs = NULL;
+	ks->keys = NULL;
+	if (fast == NULL)
+		return -1;
+	n = PySequence_Fast_GET_SIZE(fast);
+	ks->bufs = PyMem_New(Py_buffer, n ? n : 1);
+	ks->keys = PyMem_New(struct mkv_key, n ? n : 1);
+	if (ks->bufs == NULL || ks->keys == NULL) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	for (; ks->n < n; ks->n++) {
+		Py_buffer *b = &ks->bufs[ks->n];
+
+		if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, ks->n), b, PyBUF_SIMPLE) < 0)
+			goto fail;
+		ks->keys[ks->n] = (struct mkv_key){ .data = b->buf, .len = (size_t)b->len };
+	}
+	Py_DECREF(fast);
+	return 0;
+fail:
+	Py_DECREF(fast);
+	keyset_release(ks);
+	return -1;
+}
+
+/* An optional key (None: none) as a buffer; b->buf is NULL for None. */
+static int
+optkey_get(PyObject *obj, Py_buffer *b)
+{
+	if (obj == NULL || obj == Py_None) {
+		memset(b, 0, sizeof(*b));
+		return 0;
+	}
+	return PyObject_GetBuffer(obj, b, PyBUF_SIMPLE);
+}
+
+static void
+optkey_release(Py_buffer *b)
+{
+	if (b->obj)
+		PyBuffer_Release(b);
+}
+
+/* View */
+
+static PyObject *
+view_wrap(PoolObject *pool, const struct mkv_view *v)
+{
+	ViewObject *self = PyObject_New(ViewObject, &View_Type);
+
+	if (self == NULL)
+		return NULL;
+	Py_INCREF(pool);
+	self->pool = pool;
+	self->view = *v;
+	self->live = 1;
+	self->exports = 0;
+	return (PyObject *)self;
+}
+
+/* Give one view back to the library, with the GIL released. */
+static int
+view_give_back(PoolObject *pool, struct mkv_view *v)
+{
+	int rc;
+
+	if (call_enter(pool) < 0)
+		return -1;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_release(pool->pool, v);
+	Py_END_ALLOW_THREADS
+	call_leave(pool);
+	if (rc < 0) {
+		raise_mkv(rc);
+		return -1;
+	}
+	return 0;
+}
+
+/* A live view of an open pool, or ValueError. */
+static int
+view_check(ViewObject *self)
+{
+	if (!self->live || self->pool->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, self->live ? "view of a closed pool"
+				: "operation on a released view");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *
+View_release(ViewObject *self, PyObject *Py_UNUSED(ignored))
+{
+	struct mkv_view v;
+
+	if (self->exports > 0) {
+		PyErr_SetString(PyExc_BufferError,
+				"cannot release a view while it is exported (a memoryview or array over it is alive)");
+		return NULL;
+	}
+	if (!self->live)
+		Py_RETURN_NONE;
+	self->live = 0;
+	if (self->pool->pool == NULL)	/* close() released it */
+		Py_RETURN_NONE;
+	v = self->view;
+	memset(&self->view, 0, sizeof(self->view));
+	if (view_give_back(self->pool, &v) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+View_enter(ViewObject *self, PyObject *Py_UNUSED(ignored))
+{
+	if (view_check(self) < 0)
+		return NULL;
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+View_exit(ViewObject *self, PyObject *Py_UNUSED(args))
+{
+	return View_release(self, NULL);
+}
+
+static void
+View_dealloc(ViewObject *self)
+{
+	PoolObject *pool = self->pool;
+
+	/* No export can be alive: each holds a reference to the view. */
+	if (self->live && pool->pool != NULL && pool->pid == getpid()) {
+		PyObject *type, *value, *tb;
+
+		PyErr_Fetch(&type, &value, &tb);
+		if (view_give_back(pool, &self->view) < 0)
+			PyErr_WriteUnraisable((PyObject *)self);
+		PyErr_Restore(type, value, tb);
+	}
+	Py_DECREF(pool);
+	PyObject_Free(self);
+}
+
+static Py_ssize_t
+View_len(ViewObject *self)
+{
+	if (view_check(self) < 0)
+		return -1;
+	return (Py_ssize_t)self->view.len;
+}
+
+static int
+View_getbuffer(ViewObject *self, Py_buffer *view, int flags)
+{
+	if (view_check(self) < 0) {
+		view->obj = NULL;
+		return -1;
+	}
+	if (PyBuffer_FillInfo(view, (PyObject *)self, (void *)self->view.data,
+			(Py_ssize_t)self->view.len, 1, flags) < 0)
+		return -1;
+	self->exports++;
+	self->pool->exports++;
+	return 0;
+}
+
+static void
+View_releasebuffer(ViewObject *self, Py_buffer *Py_UNUSED(view))
+{
+	self->exports--;
+	self->pool->exports--;
+}
+
+static PyObject *
+View_get_released(ViewObject *self, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(!self->live || self->pool->pool == NULL);
+}
+
+static PyObject *
+View_repr(ViewObject *self)
+{
+	if (!self->live || self->pool->pool == NULL)
+		return PyUnicode_FromString("<marukv.View released>");
+	return PyUnicode_FromFormat("<marukv.View of %zu bytes>", self->view.len);
+}
+
+static PyMethodDef View_methods[] = {
+	{ "release", (PyCFunction)View_release, METH_NOARGS,
+	  "release()\n--\n\n"
+	  "End the view: the pool may reuse its pages once no other reader holds\n"
+	  "them.  Does nothing if the view is released already (or its pool is\n"
+	  "closed).  Raises BufferError, and keeps the view, while a memoryview,\n"
+	  "numpy array or tensor made from it is alive (as mmap.close() does):\n"
+	  "drop those first.  Raises Expired if this process's client was judged\n"
+	  "dead while the view was held: whatever was read from it may be wrong." },
+	{ "__enter__", (PyCFunction)View_enter, METH_NOARGS, "Return the view itself." },
+	{ "__exit__", (PyCFunction)View_exit, METH_VARARGS, "Release the view." },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyGetSetDef View_getset[] = {
+	{ "released", (getter)View_get_released, NULL,
+	  "True once the view is released or its pool closed.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PySequenceMethods View_as_sequence = {
+	.sq_length = (lenfunc)View_len,
+};
+
+static PyBufferProcs View_as_buffer = {
+	.bf_getbuffer = (getbufferproc)View_getbuffer,
+	.bf_releasebuffer = (releasebufferproc)View_releasebuffer,
+};
+
+static PyTypeObject View_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "marukv.View",
+	.tp_basicsize = sizeof(ViewObject),
+	.tp_dealloc = (destructor)View_dealloc,
+	.tp_repr = (reprfunc)View_repr,
+	.tp_as_sequence = &View_as_sequence,
+	.tp_as_buffer = &View_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc =
+	"A zero-copy, read-only view of a published value, from Pool.get() or\n"
+	"Pool.get_batch().\n\n"
+	"It supports the buffer protocol: bytes(v), memoryview(v),\n"
+	"numpy.frombuffer(v, dtype) and torch.frombuffer(v, dtype=...) read the\n"
+	"value in the pool's shared memory without copying it.  Its bytes stay\n"
+	"valid and unchanged until release(), even if another process deletes or\n"
+	"evicts the key meanwhile.  len(v) is the value's length.  Use it as a\n"
+	"context manager (with pool.get(key) as v: ...) to release it at the end\n"
+	"of the block; a view that is garbage collected is released too, but\n"
+	"holding views pins pages, so release them promptly.  Any use of a\n"
+	"released view, or of a view of a closed pool, raises ValueError.",
+	.tp_methods = View_methods,
+	.tp_getset = View_getset,
+};
+
+/* Buffer */
+
+static int
+buf_check(BufferObject *self)
+{
+	if (self->pool->pool == NULL) {
+		raise_closed();
+		return -1;
+	}
+	if (self->state != BUF_LIVE) {
+		PyErr_SetString(PyExc_ValueError, self->state == BUF_BUSY
+				? "buffer is being published or aborted by another thread"
+				: "buffer was published or aborted already");
+		return -1;
+	}
+	return 0;
+}
+
+/* A live buffer of @pool with no export, marked busy; else an exception. */
+static int
+buf_take(PoolObject *pool, PyObject *obj, struct mkv_buf *out)
+{
+	BufferObject *b = (BufferObject *)obj;
+
+	if (!PyObject_TypeCheck(obj, &Buffer_Type)) {
+		PyErr_Format(PyExc_TypeError, "expected a marukv.Buffer, not %.100s",
+				Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	if (b->pool != pool) {
+		PyErr_SetString(PyExc_ValueError, "buffer of another pool");
+		return -1;
+	}
+	if (buf_check(b) < 0)
+		return -1;
+	if (b->exports > 0) {
+		PyErr_SetString(PyExc_BufferError,
+				"buffer is still exported (a memoryview or array over it is alive): drop it before publishing or aborting");
+		return -1;
+	}
+	b->state = BUF_BUSY;
+	*out = b->buf;
+	return 0;
+}
+
+/* After the library had it: consumed (zeroed by the library) or the caller's again. */
+static void
+buf_settle(PyObject *obj, const struct mkv_buf *after)
+{
+	BufferObject *b = (BufferObject *)obj;
+
+	if (after->data == NULL) {
+		b->state = BUF_DONE;
+		memset(&b->buf, 0, sizeof(b->buf));
+	} else {
+		b->state = BUF_LIVE;
+		b->buf = *after;
+	}
+}
+
+static void
+Buffer_dealloc(BufferObject *self)
+{
+	PoolObject *pool = self->pool;
+
+	if (self->state == BUF_LIVE && pool->pool != NULL && pool->pid == getpid()) {
+		pool->calls++;
+		Py_BEGIN_ALLOW_THREADS
+		mkv_abort(pool->pool, &self->buf);
+		Py_END_ALLOW_THREADS
+		pool->calls--;
+	}
+	Py_DECREF(pool);
+	PyObject_Free(self);
+}
+
+static Py_ssize_t
+Buffer_len(BufferObject *self)
+{
+	if (buf_check(self) < 0)
+		return -1;
+	return (Py_ssize_t)self->buf.len;
+}
+
+static int
+Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
+{
+	if (buf_check(self) < 0) {
+		view->obj = NULL;
+		return -1;
+	}
+	if (PyBuffer_FillInfo(view, (PyObject *)self, self->buf.data,
+			(Py_ssize_t)self->buf.len, 0, flags) < 0)
+		return -1;
+	self->exports++;
+	self->pool->exports++;
+	return 0;
+}
+
+static void
+Buffer_releasebuffer(BufferObject *self, Py_buffer *Py_UNUSED(view))
+{
+	self->exports--;
+	self->pool->exports--;
+}
+
+static PyObject *Pool_abort(PoolObject *self, PyObject *buf);
+
+static PyObject *
+Buffer_enter(BufferObject *self, PyObject *Py_UNUSED(ignored))
+{
+	if (buf_check(self) < 0)
+		return NULL;
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+Buffer_exit(BufferObject *self, PyObject *Py_UNUSED(args))
+{
+	if (self->state != BUF_LIVE || self->pool->pool == NULL)
+		Py_RETURN_NONE;
+	return Pool_abort(self->pool, (PyObject *)self);
+}
+
+static PyObject *
+Buffer_get_consumed(BufferObject *self, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(self->state == BUF_DONE || self->pool->pool == NULL);
+}
+
+static PyObject *
+Buffer_repr(BufferObject *self)
+{
+	if (self->state == BUF_DONE || self->pool->pool == NULL)
+		return PyUnicode_FromString("<marukv.Buffer consumed>");
+	return PyUnicode_FromFormat("<marukv.Buffer of %zu bytes>", self->buf.len);
+}
+
+static PyMethodDef Buffer_methods[] = {
+	{ "__enter__", (PyCFunction)Buffer_enter, METH_NOARGS, "Return the buffer itself." },
+	{ "__exit__", (PyCFunction)Buffer_exit, METH_VARARGS,
+	  "Abort the buffer unless it was published (or aborted) in the block." },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyGetSetDef Buffer_getset[] = {
+	{ "consumed", (getter)Buffer_get_consumed, NULL,
+	  "True once the buffer is published or aborted, or its pool closed.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PySequenceMethods Buffer_as_sequence = {
+	.sq_length = (lenfunc)Buffer_len,
+};
+
+static PyBufferProcs Buffer_as_buffer = {
+	.bf_getbuffer = (getbufferproc)Buffer_getbuffer,
+	.bf_releasebuffer = (releasebufferproc)Buffer_releasebuffer,
+};
+
+static PyTypeObject Buffer_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "marukv.Buffer",
+	.tp_basicsize = sizeof(BufferObject),
+	.tp_dealloc = (destructor)Buffer_dealloc,
+	.tp_repr = (reprfunc)Buffer_repr,
+	.tp_as_sequence = &Buffer_as_sequence,
+	.tp_as_buffer = &Buffer_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc =
+	"A writable buffer of pool pages, from Pool.alloc(n); len(b) == n.\n\n"
+	"Fill it in place through the buffer protocol, e.g.\n"
+	"  memoryview(b)[:] = data\n"
+	"  numpy.copyto(numpy.frombuffer(b, numpy.uint8), array)\n"
+	"  torch.frombuffer(b, dtype=torch.uint8).copy_(tensor)\n"
+	"(each writes straight into shared memory), then hand it to\n"
+	"Pool.publish() or Pool.publish_chain(), or give it back with\n"
+	"Pool.abort().  Those refuse with BufferError while a memoryview or array\n"
+	"over the buffer is alive: once published, the pages belong to the value,\n"
+	"which must not change, so drop them first (del, or a with block on the\n"
+	"memoryview).  Publishing or aborting consumes the buffer; any later use\n"
+	"raises ValueError.  As a context manager it is aborted at the end of the\n"
+	"block unless it was published there; a buffer that is garbage collected\n"
+	"unpublished is aborted too.",
+	.tp_methods = Buffer_methods,
+	.tp_getset = Buffer_getset,
+};
+
+/* Pool: opening */
+
+/* A PyArg "O&" converter to unsigned int: TypeError, OverflowError when negative or too large. */
+static int
+to_uint(PyObject *obj, void *out)
+{
+	unsigned long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, not %.100s", Py_TYPE(obj)->tp_name);
+		return 0;
+	}
+	v = PyLong_AsUnsignedLong(obj);
+	if (v == (unsigned long)-1 && PyErr_Occurred())
+		return 0;
+	if (v > UINT_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "int too large");
+		return 0;
+	}
+	*(unsigned int *)out = (unsigned int)v;
+	return 1;
+}
+
+/* An unsigned integer option no larger than @max into *out. */
+static int
+opt_uint(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name,
+				Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	v = PyLong_AsUnsignedLongLong(obj);
+	if (v == (unsigned long long)-1 && PyErr_Occurred())
+		return -1;
+	if (v > max) {
+		PyErr_Format(PyExc_OverflowError, "%s is too large", name);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Creation and open options, as mkv_opts; an exception on error. */
+struct popts {
+	PyObject *data_size, *page_size, *max_clients, *registry_size, *lease_period_ms,
+		*watermarks, *client_timeout_ms, *node, *group, *max_nodes;
+};
+
+static int
+opts_fill(struct mkv_opts *o, const struct popts *p)
+{
+	static const struct {
+		size_t off;
+		const char *name;
+		uint64_t max;
+		int kind;
+	} ints[] = {
+		{ offsetof(struct popts, data_size), "data_size", UINT64_MAX, 0 },
+		{ offsetof(struct popts, page_size), "page_size", UINT32_MAX, 1 },
+		{ offsetof(struct popts, max_clients), "max_clients", UINT32_MAX, 2 },
+		{ offsetof(struct popts, registry_size), "registry_size", UINT64_MAX, 3 },
+		{ offsetof(struct popts, lease_period_ms), "lease_period_ms", UINT32_MAX, 4 },
+		{ offsetof(struct popts, client_timeout_ms), "client_timeout_ms", UINT32_MAX, 5 },
+		{ offsetof(struct popts, group), "group", (gid_t)-1, 6 },
+		{ offsetof(struct popts, max_nodes), "max_nodes", UINT32_MAX, 7 },
+	};
+	unsigned int low, high;
+	uint64_t v;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		PyObject *obj = *(PyObject **)((const char *)p + ints[i].off);
+
+		if (obj == NULL || obj == Py_None)
+			continue;
+		if (opt_uint(obj, ints[i].name, ints[i].max, &v) < 0)
+			return -1;
+		switch (ints[i].kind) {
+		case 0: rc = mkv_opts_set_data_size(o, v); break;
+		case 1: rc = mkv_opts_set_page_size(o, (uint32_t)v); break;
+		case 2: rc = mkv_opts_set_max_clients(o, (uint32_t)v); break;
+		case 3: rc = mkv_opts_set_registry_size(o, v); break;
+		case 4: rc = mkv_opts_set_lease_period(o, (uint32_t)v); break;
+		case 5: rc = mkv_opts_set_client_timeout(o, (uint32_t)v); break;
+		case 6: rc = mkv_opts_set_group(o, (gid_t)v); break;
+		case 7: rc = mkv_opts_set_max_nodes(o, (uint32_t)v); break;
+		}
+		if (rc < 0) {
+			raise_mkv(rc);
+			return -1;
+		}
+	}
+	if (p->watermarks && p->watermarks != Py_None) {
+		if (!PyTuple_Check(p->watermarks) || PyTuple_GET_SIZE(p->watermarks) != 2) {
+			PyErr_SetString(PyExc_TypeError, "watermarks must be a (low, high) tuple");
+			return -1;
+		}
+		if (!to_uint(PyTuple_GET_ITEM(p->watermarks, 0), &low) ||
+		    !to_uint(PyTuple_GET_ITEM(p->watermarks, 1), &high))
+			return -1;
+		if ((rc = mkv_opts_set_watermarks(o, low, high)) < 0) {
+			raise_mkv(rc);
+			return -1;
+		}
+	}
+	if (p->node && p->node != Py_None) {
+		const char *name;
+
+		if (!PyUnicode_Check(p->node)) {
+			PyErr_SetString(PyExc_TypeError, "node must be a str");
+			return -1;
+		}
+		if ((name = PyUnicode_AsUTF8(p->node)) == NULL)
+			return -1;
+		if ((rc = mkv_opts_set_node(o, name)) < 0) {
+			raise_mkv(rc);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static PyObject *
+Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "path", "create", "readonly", "verify", "nochecksum",
+		"data_size", "page_size", "max_clients", "registry_size", "lease_period_ms",
+		"watermarks", "client_timeout_ms", "node", "group", "max_nodes", NULL };
+	PyObject *path = NULL, *fspath = NULL;
+	int create = 0, readonly = 0, verify = 0, nochecksum = 0, rc;
+	struct popts po = { 0 };
+	struct mkv_opts *opts = NULL;
+	struct mkv_pool *h = NULL;
+	const char *cpath = NULL;
+	unsigned flags;
+	PoolObject *self;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Opppp$OOOOOOOOOO:Pool", kwlist,
+			&path, &create, &readonly, &verify, &nochecksum,
+			&po.data_size, &po.page_size, &po.max_clients, &po.registry_size,
+			&po.lease_period_ms, &po.watermarks, &po.client_timeout_ms, &po.node,
+			&po.group, &po.max_nodes))
+		return NULL;
+	if (path && path != Py_None) {
+		if (!PyUnicode_FSConverter(path, &fspath))
+			return NULL;
+		cpath = PyBytes_AS_STRING(fspath);
+	}
+	if ((rc = mkv_opts_new(&opts)) < 0) {
+		Py_XDECREF(fspath);
+		return raise_mkv(rc);
+	}
+	if (opts_fill(opts, &po) < 0) {
+		mkv_opts_delete(&opts);
+		Py_XDECREF(fspath);
+		return NULL;
+	}
+	flags = (create ? MKV_CREATE : 0) | (readonly ? MKV_RDONLY : 0) |
+		(verify ? MKV_VERIFY : 0) | (nochecksum ? MKV_NOCHECKSUM : 0);
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_open(cpath, flags, opts, &h);
+	Py_END_ALLOW_THREADS
+	mkv_opts_delete(&opts);
+	Py_XDECREF(fspath);
+	if (rc < 0)
+		return raise_mkv(rc);
+	self = (PoolObject *)type->tp_alloc(type, 0);
+	if (self == NULL) {
+		Py_BEGIN_ALLOW_THREADS
+		mkv_pool_close(&h);
+		Py_END_ALLOW_THREADS
+		return NULL;
+	}
+	self->pool = h;
+	self->pid = getpid();
+	self->readonly = readonly;
+	return (PyObject *)self;
+}
+
+static void
+Pool_dealloc(PoolObject *self)
+{
+	/* Views and buffers hold references: none is left, nor any export. */
+	pool_shut(self);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+Pool_close(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	if (self->pool != NULL && self->exports > 0) {
+		PyErr_SetString(PyExc_BufferError,
+				"cannot close a pool while its views or buffers are exported (memoryviews or arrays over them are alive)");
+		return NULL;
+	}
+	pool_shut(self);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_enter(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	if (self->pool == NULL)
+		return raise_closed();
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+Pool_exit(PoolObject *self, PyObject *Py_UNUSED(args))
+{
+	return Pool_close(self, NULL);
+}
+
+/* Pool: writing */
+
+static PyObject *
+Pool_put(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "key", "value", NULL };
+	Py_buffer key, val;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*:put", kwlist, &key, &val))
+		return NULL;
+	if (call_enter(self) < 0) {
+		PyBuffer_Release(&key);
+		PyBuffer_Release(&val);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_put(self->pool, key.buf, (size_t)key.len, val.buf, (size_t)val.len);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	PyBuffer_Release(&key);
+	PyBuffer_Release(&val);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_alloc(PoolObject *self, PyObject *arg)
+{
+	struct mkv_buf buf;
+	BufferObject *b;
+	PyObject *idx = PyNumber_Index(arg);
+	size_t n;
+	int rc;
+
+	if (idx == NULL)
+		return NULL;
+	n = PyLong_AsSize_t(idx);
+	Py_DECREF(idx);
+	if (n == (size_t)-1 && PyErr_Occurred())
+		return NULL;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_alloc(self->pool, n, &buf);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	b = PyObject_New(BufferObject, &Buffer_Type);
+	if (b == NULL) {
+		if (call_enter(self) == 0) {
+			Py_BEGIN_ALLOW_THREADS
+			mkv_abort(self->pool, &buf);
+			Py_END_ALLOW_THREADS
+			call_leave(self);
+		}
+		return NULL;
+	}
+	Py_INCREF(self);
+	b->pool = self;
+	b->buf = buf;
+	b->state = BUF_LIVE;
+	b->exports = 0;
+	return (PyObject *)b;
+}
+
+static PyObject *
+Pool_publish(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "key", "buf", "parent", NULL };
+	PyObject *bufobj, *parentobj = NULL;
+	Py_buffer key, parent;
+	struct mkv_buf buf;
+	struct mkv_key k;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O|O:publish", kwlist, &key, &bufobj,
+			&parentobj))
+		return NULL;
+	if (optkey_get(parentobj, &parent) < 0) {
+		PyBuffer_Release(&key);
+		return NULL;
+	}
+	if (buf_take(self, bufobj, &buf) < 0) {
+		optkey_release(&parent);
+		PyBuffer_Release(&key);
+		return NULL;
+	}
+	k = (struct mkv_key){ .data = key.buf, .len = (size_t)key.len };
+	call_enter(self);	/* cannot fail: buf_take() found the pool open */
+	Py_BEGIN_ALLOW_THREADS
+	if (parent.obj)
+		rc = mkv_publish_chain(self->pool, parent.buf, (size_t)parent.len, &k, &buf, 1);
+	else
+		rc = mkv_publish(self->pool, k.data, k.len, &buf);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	buf_settle(bufobj, &buf);
+	optkey_release(&parent);
+	PyBuffer_Release(&key);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_publish_chain(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "parent", "items", NULL };
+	PyObject *parentobj, *itemsobj, *items = NULL, *pairs = NULL;
+	Py_buffer parent;
+	struct keyset ks = { 0 };
+	struct mkv_buf *bufs = NULL;
+	Py_ssize_t n, taken = 0;
+	PyObject *ret = NULL;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:publish_chain", kwlist, &parentobj,
+			&itemsobj))
+		return NULL;
+	if (optkey_get(parentobj, &parent) < 0)
+		return NULL;
+	items = PySequence_Fast(itemsobj, "items must be a sequence of (key, buffer) pairs");
+	if (items == NULL)
+		goto out;
+	n = PySequence_Fast_GET_SIZE(items);
+	/* Split the pairs into a list of keys, for keyset_get(), and the buffers. */
+	if ((pairs = PyList_New(n)) == NULL)
+		goto out;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *it = PySequence_Fast_GET_ITEM(items, i);
+
+		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+			PyErr_SetString(PyExc_TypeError, "items must be (key, buffer) pairs");
+			goto out;
+		}
+		Py_INCREF(PyTuple_GET_ITEM(it, 0));
+		PyList_SET_ITEM(pairs, i, PyTuple_GET_ITEM(it, 0));
+	}
+	if (keyset_get(pairs, &ks) < 0)
+		goto out;
+	if ((bufs = PyMem_New(struct mkv_buf, n ? n : 1)) == NULL) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (; taken < n; taken++)
+		if (buf_take(self, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, taken), 1),
+				&bufs[taken]) < 0)
+			goto out;
+	if (call_enter(self) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_publish_chain(self->pool, parent.buf, (size_t)parent.len, ks.keys, bufs,
+			(size_t)n);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	for (Py_ssize_t i = 0; i < n; i++)
+		buf_settle(PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, i), 1), &bufs[i]);
+	taken = 0;
+	if (rc < 0)
+		raise_mkv(rc);
+	else
+		ret = Py_NewRef(Py_None);
+out:
+	/* Buffers marked busy before a failed check go back to the caller. */
+	for (Py_ssize_t i = 0; i < taken; i++)
+		buf_settle(PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, i), 1), &bufs[i]);
+	PyMem_Free(bufs);
+	keyset_release(&ks);
+	Py_XDECREF(pairs);
+	Py_XDECREF(items);
+	optkey_release(&parent);
+	return ret;
+}
+
+static PyObject *
+Pool_abort(PoolObject *self, PyObject *bufobj)
+{
+	struct mkv_buf buf;
+	int rc;
+
+	if (buf_take(self, bufobj, &buf) < 0)
+		return NULL;
+	call_enter(self);	/* cannot fail: buf_take() found the pool open */
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_abort(self->pool, &buf);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc == 0)
+		memset(&buf, 0, sizeof(buf));
+	buf_settle(bufobj, &buf);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+/* A call on one key: mkv_del or mkv_exists. */
+static int
+one_key(PoolObject *self, PyObject *keyobj, int (*fn)(struct mkv_pool *, const void *, size_t))
+{
+	Py_buffer key;
+	int rc;
+
+	if (PyObject_GetBuffer(keyobj, &key, PyBUF_SIMPLE) < 0)
+		return INT_MIN;
+	if (call_enter(self) < 0) {
+		PyBuffer_Release(&key);
+		return INT_MIN;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = fn(self->pool, key.buf, (size_t)key.len);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	PyBuffer_Release(&key);
+	if (rc < 0)
+		raise_mkv(rc);
+	return rc;
+}
+
+static PyObject *
+Pool_delete(PoolObject *self, PyObject *key)
+{
+	if (one_key(self, key, mkv_del) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* Pool: reading */
+
+static PyObject *
+Pool_exists(PoolObject *self, PyObject *key)
+{
+	int rc = one_key(self, key, mkv_exists);
+
+	if (rc < 0)
+		return NULL;
+	return PyBool_FromLong(rc);
+}
+
+static PyObject *
+Pool_get(PoolObject *self, PyObject *keyobj)
+{
+	struct mkv_view v;
+	Py_buffer key;
+	PyObject *view;
+	int rc;
+
+	if (PyObject_GetBuffer(keyobj, &key, PyBUF_SIMPLE) < 0)
+		return NULL;
+	if (call_enter(self) < 0) {
+		PyBuffer_Release(&key);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_get(self->pool, key.buf, (size_t)key.len, &v);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	PyBuffer_Release(&key);
+	if (rc < 0)
+		return raise_mkv(rc);
+	if ((view = view_wrap(self, &v)) == NULL) {
+		PyObject *type, *value, *tb;
+
+		PyErr_Fetch(&type, &value, &tb);
+		view_give_back(self, &v);
+		PyErr_Restore(type, value, tb);
+	}
+	return view;
+}
+
+static PyObject *
+Pool_get_batch(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "keys", "prefix", NULL };
+	PyObject *keysobj, *list = NULL;
+	struct mkv_view *views;
+	struct keyset ks;
+	int prefix = 0, rc;
+	size_t found;
+	Py_ssize_t i, n;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:get_batch", kwlist, &keysobj, &prefix))
+		return NULL;
+	if (keyset_get(keysobj, &ks) < 0)
+		return NULL;
+	n = ks.n;
+	if ((views = PyMem_New(struct mkv_view, n ? n : 1)) == NULL) {
+		keyset_release(&ks);
+		return PyErr_NoMemory();
+	}
+	if (call_enter(self) < 0) {
+		keyset_release(&ks);
+		PyMem_Free(views);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_get_batch(self->pool, ks.keys, (size_t)n, prefix ? MKV_BATCH_PREFIX : 0,
+			views, &found);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	keyset_release(&ks);
+	if (rc < 0) {
+		PyMem_Free(views);
+		return raise_mkv(rc);
+	}
+	if (prefix)
+		n = (Py_ssize_t)found;	/* the views of the leading keys found */
+	list = PyList_New(n);
+	for (i = 0; list && i < n; i++) {
+		PyObject *v = views[i].data ? view_wrap(self, &views[i]) : Py_NewRef(Py_None);
+
+		if (v == NULL)
+			break;
+		PyList_SET_ITEM(list, i, v);
+	}
+	if (i < n) {	/* out of memory: the list's views go with it, then the rest */
+		PyObject *type, *value, *tb;
+
+		Py_CLEAR(list);
+		PyErr_Fetch(&type, &value, &tb);
+		for (; i < n; i++)
+			if (views[i].data)
+				view_give_back(self, &views[i]);
+		PyErr_Restore(type, value, tb);
+	}
+	PyMem_Free(views);
+	return list;
+}
+
+static PyObject *
+Pool_prefix_len(PoolObject *self, PyObject *keysobj)
+{
+	struct keyset ks;
+	size_t hits;
+	int rc;
+
+	if (keyset_get(keysobj, &ks) < 0)
+		return NULL;
+	if (call_enter(self) < 0) {
+		keyset_release(&ks);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_prefix_len(self->pool, ks.keys, (size_t)ks.n, &hits);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	keyset_release(&ks);
+	if (rc < 0)
+		return raise_mkv(rc);
+	return PyLong_FromSize_t(hits);
+}
+
+/* Pool: administration */
+
+/* d[name] = value, stealing @value; a NULL value (a failed conversion) fails. */
+static int
+dict_put(PyObject *d, const char *name, PyObject *value)
+{
+	int rc;
+
+	if (value == NULL)
+		return -1;
+	rc = PyDict_SetItemString(d, name, value);
+	Py_DECREF(value);
+	return rc;
+}
+
+#define PUT_U(d, s, f) dict_put(d, #f, PyLong_FromUnsignedLongLong((s)->f))
+#define PUT_I(d, s, f) dict_put(d, #f, PyLong_FromLongLong((s)->f))
+#define PUT_S(d, s, f) dict_put(d, #f, PyUnicode_DecodeUTF8((s)->f, \
+		(Py_ssize_t)strnlen((s)->f, sizeof((s)->f)), "replace"))
+
+static const char *
+backing_name(uint32_t b)
+{
+	switch (b) {
+	case MKV_BACKING_FILE:   return "file";
+	case MKV_BACKING_TMPFS:  return "tmpfs";
+	case MKV_BACKING_FSDAX:  return "fsdax";
+	case MKV_BACKING_DEVDAX: return "devdax";
+	}
+	return "unknown";
+}
+
+static PyObject *
+Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	struct mkv_stat st;
+	const uint8_t *u = st.uuid;
+	PyObject *d;
+	int rc;
+
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_stat(self->pool, &st);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	if ((d = PyDict_New()) == NULL)
+		return NULL;
+	if (PUT_U(d, &st, format_version) || PUT_U(d, &st, page_size) ||
+	    PUT_U(d, &st, pages_total) || PUT_U(d, &st, pages_used) ||
+	    PUT_U(d, &st, pages_free) || PUT_U(d, &st, pages_quarantined) ||
+	    PUT_U(d, &st, pages_granted) || PUT_U(d, &st, entries) ||
+	    PUT_U(d, &st, bytes_stored) || PUT_U(d, &st, registry_size) ||
+	    PUT_U(d, &st, registry_used) || PUT_U(d, &st, max_clients) ||
+	    PUT_U(d, &st, clients) ||
+	    dict_put(d, "uuid", PyUnicode_FromFormat(
+		"%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+		u[12], u[13], u[14], u[15])) ||
+	    PUT_U(d, &st, lease_generation) || PUT_U(d, &st, lease_period_ms) ||
+	    PUT_U(d, &st, lease_holder_pid) || PUT_U(d, &st, lease_holder_slot) ||
+	    PUT_U(d, &st, lease_holder_node_idx) || PUT_S(d, &st, lease_holder_node) ||
+	    PUT_I(d, &st, lease_heartbeat_age_ms) || PUT_U(d, &st, requests_pending) ||
+	    PUT_U(d, &st, hits) || PUT_U(d, &st, misses) || PUT_U(d, &st, evictions) ||
+	    dict_put(d, "backing", PyUnicode_FromString(backing_name(st.backing))) ||
+	    PUT_U(d, &st, client_timeout_ms) || PUT_S(d, &st, dax_device) ||
+	    PUT_U(d, &st, dax_align) || PUT_U(d, &st, low_watermark) ||
+	    PUT_U(d, &st, high_watermark) || PUT_U(d, &st, max_nodes) ||
+	    PUT_U(d, &st, nodes) || PUT_U(d, &st, mode) || PUT_U(d, &st, gid))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *
+Pool_verify(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "deep", NULL };
+	struct mkv_verify r;
+	int deep = 0, rc;
+	PyObject *d;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:verify", kwlist, &deep))
+		return NULL;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_verify(self->pool, deep ? MKV_VERIFY_DEEP : 0, &r);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0 && rc != MKV_E_CORRUPT)
+		return raise_mkv(rc);
+	if ((d = PyDict_New()) == NULL)
+		return NULL;
+	if (PUT_U(d, &r, entries) || PUT_U(d, &r, pages_used) ||
+	    PUT_U(d, &r, pages_quarantined) || PUT_U(d, &r, pages_leaked) ||
+	    PUT_U(d, &r, checksums_checked) || PUT_U(d, &r, checksums_bad) ||
+	    PUT_U(d, &r, problems) || PUT_S(d, &r, first_problem))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *
+Pool_reclaim(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "dry_run", NULL };
+	struct mkv_reclaim r;
+	int dry = 0, rc;
+	PyObject *d;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:reclaim", kwlist, &dry))
+		return NULL;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_reclaim(self->pool, dry ? MKV_DRY_RUN : 0, &r);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	if ((d = PyDict_New()) == NULL)
+		return NULL;
+	if (PUT_U(d, &r, clients) || PUT_U(d, &r, readers) || PUT_U(d, &r, pins) ||
+	    PUT_U(d, &r, pages) || PUT_U(d, &r, requests) || PUT_U(d, &r, nodes))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *
+Pool_evict(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "free_pct", "dry_run", NULL };
+	struct mkv_evict r;
+	unsigned int pct;
+	int dry = 0, rc;
+	PyObject *d;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$p:evict", kwlist, to_uint, &pct, &dry))
+		return NULL;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_evict(self->pool, pct, dry ? MKV_DRY_RUN : 0, &r);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	if ((d = PyDict_New()) == NULL)
+		return NULL;
+	if (PUT_U(d, &r, keys) || PUT_U(d, &r, pages) || PUT_U(d, &r, pages_free))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *
+Pool_set_watermarks(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "low", "high", NULL };
+	unsigned int low, high;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&:set_watermarks", kwlist, to_uint, &low,
+			to_uint, &high))
+		return NULL;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_pool_set_watermarks(self->pool, low, high);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_clients(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	struct mkv_client *cl = NULL;
+	size_t max = 16, n = 0;
+	PyObject *list;
+	int rc;
+
+	/* The count can grow between two calls: ask again until it fits. */
+	for (;;) {
+		struct mkv_client *more = PyMem_Resize(cl, struct mkv_client, max);
+
+		if (more == NULL) {
+			PyMem_Free(cl);
+			return PyErr_NoMemory();
+		}
+		cl = more;
+		if (call_enter(self) < 0) {
+			PyMem_Free(cl);
+			return NULL;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		rc = mkv_pool_clients(self->pool, cl, max, &n);
+		Py_END_ALLOW_THREADS
+		call_leave(self);
+		if (rc < 0) {
+			PyMem_Free(cl);
+			return raise_mkv(rc);
+		}
+		if (n <= max)
+			break;
+		max = n;
+	}
+	list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *d = PyDict_New();
+
+		if (d == NULL || PUT_U(d, &cl[i], slot) || PUT_U(d, &cl[i], pid) ||
+		    PUT_S(d, &cl[i], node) ||
+		    dict_put(d, "alive", PyBool_FromLong(cl[i].alive)) ||
+		    dict_put(d, "rdonly", PyBool_FromLong(cl[i].rdonly)) ||
+		    dict_put(d, "holder", PyBool_FromLong(cl[i].holder)) ||
+		    PUT_U(d, &cl[i], pin) || PUT_U(d, &cl[i], pages_granted) ||
+		    PUT_I(d, &cl[i], heartbeat_age_ms)) {
+			Py_XDECREF(d);
+			Py_CLEAR(list);
+		} else {
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+		}
+	}
+	PyMem_Free(cl);
+	return list;
+}
+
+static PyObject *
+Pool_get_path(PoolObject *self, void *Py_UNUSED(closure))
+{
+	if (self->pool == NULL)
+		return raise_closed();
+	return PyUnicode_DecodeFSDefault(mkv_pool_path(self->pool));
+}
+
+static PyObject *
+Pool_get_closed(PoolObject *self, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(self->pool == NULL);
+}
+
+static PyObject *
+Pool_get_readonly(PoolObject *self, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(self->readonly);
+}
+
+static PyObject *
+Pool_repr(PoolObject *self)
+{
+	if (self->pool == NULL)
+		return PyUnicode_FromString("<marukv.Pool closed>");
+	return PyUnicode_FromFormat("<marukv.Pool %s%s>", mkv_pool_path(self->pool),
+			self->readonly ? " readonly" : "");
+}
+
+static PyMethodDef Pool_methods[] = {
+	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
+	  "close()\n--\n\n"
+	  "Close the handle: unpublished buffers are given back, views and buffers\n"
+	  "become unusable (their use raises ValueError), the client slot is freed.\n"
+	  "Waits for calls running in other threads.  Closing twice does nothing.\n"
+	  "Raises BufferError, and stays open, while a memoryview, array or tensor\n"
+	  "over one of its views or buffers is alive." },
+	{ "__enter__", (PyCFunction)Pool_enter, METH_NOARGS, "Return the pool itself." },
+	{ "__exit__", (PyCFunction)Pool_exit, METH_VARARGS, "Close the pool." },
+	{ "put", (PyCFunction)(void (*)(void))Pool_put, METH_VARARGS | METH_KEYWORDS,
+	  "put(key, value)\n--\n\n"
+	  "Store a copy of value (any bytes-like object, at least 1 byte) under key;\n"
+	  "returns once it is durable and visible to every process.  Values are\n"
+	  "write-once: raises Exists if key is published already, NoSpace if the\n"
+	  "pool is full even after eviction, ReadOnly on a read-only pool." },
+	{ "alloc", (PyCFunction)Pool_alloc, METH_O,
+	  "alloc(n)\n--\n\n"
+	  "A writable Buffer of n bytes (n >= 1) of pool pages, to fill in place and\n"
+	  "then publish() or abort().  The pool evicts cold values to make room if\n"
+	  "it must.  Raises InvalidArgument (n == 0), NoSpace, ReadOnly, Expired,\n"
+	  "TimedOut; OverflowError for a negative n." },
+	{ "publish", (PyCFunction)(void (*)(void))Pool_publish, METH_VARARGS | METH_KEYWORDS,
+	  "publish(key, buf, parent=None)\n--\n\n"
+	  "Make Buffer buf's bytes durable and visible under key.  With parent (a\n"
+	  "key), key is declared the next block of parent's chain (see\n"
+	  "publish_chain()).  On success, on Exists and on TimedOut the buffer is\n"
+	  "consumed; on other errors it stays usable, to retry or abort().  Raises\n"
+	  "BufferError while a memoryview or array over buf is alive." },
+	{ "publish_chain", (PyCFunction)(void (*)(void))Pool_publish_chain,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "publish_chain(parent, items)\n--\n\n"
+	  "Publish a chain of blocks: items is a sequence of (key, Buffer) pairs;\n"
+	  "each key becomes the child of the key before it, the first the child\n"
+	  "of parent (None for a chain's head).  Eviction then takes a chain's\n"
+	  "blocks tail first, so prefix_len() finds the longest cached prefix.  A\n"
+	  "key published already counts as done and its buffer is given back.\n"
+	  "Every buffer published or given back is consumed; on error the others\n"
+	  "stay usable.  Raises the first error (InvalidArgument, NoSpace,\n"
+	  "ReadOnly, Expired, TimedOut)." },
+	{ "abort", (PyCFunction)Pool_abort, METH_O,
+	  "abort(buf)\n--\n\n"
+	  "Give an unpublished Buffer's pages back; consumes it.  Raises BufferError\n"
+	  "while a memoryview or array over it is alive, ValueError if it was\n"
+	  "consumed already." },
+	{ "delete", (PyCFunction)Pool_delete, METH_O,
+	  "delete(key)\n--\n\n"
+	  "Delete key.  Views of it, here or in other processes, stay valid until\n"
+	  "released; its pages are reused only then.  Raises NotFound (a KeyError),\n"
+	  "ReadOnly." },
+	{ "get", (PyCFunction)Pool_get, METH_O,
+	  "get(key)\n--\n\n"
+	  "A zero-copy View of key's value; release it when done (or use it in a\n"
+	  "with block).  Raises NotFound (a KeyError) if key is not published,\n"
+	  "Corrupt if its entry is damaged (with verify=True: if its bytes do not\n"
+	  "match their checksum)." },
+	{ "get_batch", (PyCFunction)(void (*)(void))Pool_get_batch, METH_VARARGS | METH_KEYWORDS,
+	  "get_batch(keys, prefix=False)\n--\n\n"
+	  "Views of several keys, looked up in one snapshot of the registry.\n"
+	  "Returns a list with one entry per key, a View or None where the key is\n"
+	  "missing; with prefix=True, only the Views of the leading keys that are\n"
+	  "all present (the lookup stops at the first missing key)." },
+	{ "exists", (PyCFunction)Pool_exists, METH_O,
+	  "exists(key)\n--\n\n"
+	  "True if key is published." },
+	{ "prefix_len", (PyCFunction)Pool_prefix_len, METH_O,
+	  "prefix_len(keys)\n--\n\n"
+	  "How many leading keys of the sequence keys are published, looked up in\n"
+	  "one registry snapshot: i such that keys[:i] all exist and keys[i] does\n"
+	  "not (or len(keys))." },
+	{ "stat", (PyCFunction)Pool_stat, METH_NOARGS,
+	  "stat()\n--\n\n"
+	  "The pool's figures as a dict: the fields of struct mkv_stat in\n"
+	  "marukv(3) (pages_total, pages_used, pages_free, pages_quarantined,\n"
+	  "pages_granted, entries, bytes_stored, clients, hits, misses,\n"
+	  "evictions, lease_*, ...); uuid as a str, backing as 'file', 'tmpfs',\n"
+	  "'fsdax' or 'devdax'." },
+	{ "verify", (PyCFunction)(void (*)(void))Pool_verify, METH_VARARGS | METH_KEYWORDS,
+	  "verify(deep=False)\n--\n\n"
+	  "Check the registry against the page table (with deep=True, also every\n"
+	  "value's checksum) and return the report as a dict: entries, pages_used,\n"
+	  "pages_quarantined, pages_leaked, checksums_checked, checksums_bad,\n"
+	  "problems, first_problem.  problems == 0 means the pool is sound; an\n"
+	  "exception means the check could not run." },
+	{ "reclaim", (PyCFunction)(void (*)(void))Pool_reclaim, METH_VARARGS | METH_KEYWORDS,
+	  "reclaim(*, dry_run=False)\n--\n\n"
+	  "Reclaim now what dead clients left (slots, pins, granted pages, pending\n"
+	  "requests, stale registry readers), which the lease holder also does on\n"
+	  "its own.  Returns a dict: clients, readers, pins, pages, requests,\n"
+	  "nodes.  Raises ReadOnly on a read-only pool unless dry_run." },
+	{ "evict", (PyCFunction)(void (*)(void))Pool_evict, METH_VARARGS | METH_KEYWORDS,
+	  "evict(free_pct, *, dry_run=False)\n--\n\n"
+	  "Evict least recently read keys (chains tail first) until free_pct\n"
+	  "percent of the pages are free or quarantined.  Views of evicted keys\n"
+	  "stay valid.  Returns a dict: keys, pages, pages_free.  Raises\n"
+	  "InvalidArgument (free_pct > 100), ReadOnly unless dry_run." },
+	{ "set_watermarks", (PyCFunction)(void (*)(void))Pool_set_watermarks,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "set_watermarks(low, high)\n--\n\n"
+	  "Change the automatic eviction watermarks, in percent (0 < low <= high\n"
+	  "<= 90; low 0 turns automatic eviction off)." },
+	{ "clients", (PyCFunction)Pool_clients, METH_NOARGS,
+	  "clients()\n--\n\n"
+	  "The pool's client slots in use, a list of dicts: slot, pid, node,\n"
+	  "alive, rdonly, holder, pin (the registry txn its oldest view may have\n"
+	  "seen; 0 when it holds no view), pages_granted, heartbeat_age_ms." },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyGetSetDef Pool_getset[] = {
+	{ "path", (getter)Pool_get_path, NULL, "The pool's directory.", NULL },
+	{ "closed", (getter)Pool_get_closed, NULL, "True once close() was called.", NULL },
+	{ "readonly", (getter)Pool_get_readonly, NULL, "True if opened readonly=True.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PyTypeObject Pool_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "marukv.Pool",
+	.tp_basicsize = sizeof(PoolObject),
+	.tp_dealloc = (destructor)Pool_dealloc,
+	.tp_repr = (reprfunc)Pool_repr,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc =
+	"Pool(path=None, create=False, readonly=False, verify=False,\n"
+	"     nochecksum=False, **options)\n--\n\n"
+	"Open the marukv pool at path (a directory; None: $MARUKV_POOL, else\n"
+	"/dev/shm/marukv).  create=True creates it if absent; readonly=True opens\n"
+	"it for lookups only (write calls raise ReadOnly); verify=True checks each\n"
+	"value's checksum on get(); nochecksum=True publishes values without one.\n\n"
+	"Creation options (used only when this call creates the pool), keyword\n"
+	"only: data_size (bytes, default 256 MiB), page_size (a power of two,\n"
+	"4 KiB to 1 GiB, default 64 KiB), max_clients (default 64), registry_size\n"
+	"(bytes; 0 sizes it from the pages), lease_period_ms (default 1000),\n"
+	"watermarks (a (low, high) pair of percents, default (5, 10)),\n"
+	"client_timeout_ms (default 10000), group (a gid to share the pool with),\n"
+	"max_nodes (default 32).  Open option: node (this host's name in the\n"
+	"pool; default $MARUKV_NODE or the host name).  See marukv(3) for each.\n\n"
+	"Raises NoPool (absent, create=False), NotPool, Corrupt, VersionMismatch,\n"
+	"TooManyClients, Permission (an unsafe directory), NoSpace,\n"
+	"InvalidArgument (an option out of range, create with readonly).\n\n"
+	"A Pool is a context manager (close() at the end of the block) and may be\n"
+	"used from several threads at once; every call that can wait drops the\n"
+	"GIL.  It cannot be used in a child process after fork() (calls raise\n"
+	"InvalidArgument there): open the pool again in the child.",
+	.tp_methods = Pool_methods,
+	.tp_getset = Pool_getset,
+	.tp_new = Pool_new,
+};
+
+/* Module */
+
+static PyObject *
+mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
+{
+	return PyUnicode_FromString(mkv_version());
+}
+
+static PyObject *
+mod_strerror(PyObject *Py_UNUSED(mod), PyObject *arg)
+{
+	long code = PyLong_AsLong(arg);
+
+	if (code == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(mkv_strerror(code < INT_MIN || code > INT_MAX ? INT_MIN
+			: (int)code));
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "version", mod_version, METH_NOARGS,
+	  "version()\n--\n\nThe version of libmarukv in use, \"MAJOR.MINOR.PATCH\"." },
+	{ "strerror", mod_strerror, METH_O,
+	  "strerror(code)\n--\n\nThe library's text for an error code (Error.code)." },
+	{ NULL, NULL, 0, NULL }
+};
+
+static struct PyModuleDef marukv_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "marukv._marukv",
+	.m_doc = "The C part of the marukv package; import marukv instead.",
+	.m_size = -1,
+	.m_methods = mod_methods,
+};
+
+/* The exception classes of marukv._errors, by the names in codes[]. */
+static int
+load_errors(PyObject *mod)
+{
+	PyObject *errors = PyImport_ImportModule("marukv._errors");
+	char name[32];
+
+	if (errors == NULL)
+		return -1;
+	Error = PyObject_GetAttrString(errors, "Error");
+	for (size_t i = 0; Error && i < NCODES; i++) {
+		PyObject *cls = PyObject_GetAttrString(errors, codes[i].exc);
+
+		codes[i].cls = cls;
+		snprintf(name, sizeof(name), "E_%s", codes[i].name);
+		if (cls == NULL || PyModule_AddIntConstant(mod, name, codes[i].code) < 0) {
+			Py_DECREF(errors);
+			return -1;
+		}
+	}
+	Py_DECREF(errors);
+	return Error ? 0 : -1;
+}
+
+PyMODINIT_FUNC PyInit__marukv(void);
+
+PyMODINIT_FUNC
+PyInit__marukv(void)
+{
+	PyObject *mod;
+
+	if (PyType_Ready(&Pool_Type) < 0 || PyType_Ready(&View_Type) < 0 ||
+	    PyType_Ready(&Buffer_Type) < 0)
+		return NULL;
+	if ((mod = PyModule_Create(&marukv_module)) == NULL)
+		return NULL;
+	if (load_errors(mod) < 0 ||
+	    PyModule_AddObjectRef(mod, "Pool", (PyObject *)&Pool_Type) < 0 ||
+	    PyModule_AddObjectRef(mod, "View", (PyObject *)&View_Type) < 0 ||
+	    PyModule_AddObjectRef(mod, "Buffer", (PyObject *)&Buffer_Type) < 0 ||
+	    PyModule_AddIntConstant(mod, "KEY_MAX", MKV_KEY_MAX) < 0) {
+		Py_DECREF(mod);
+		return NULL;
+	}
+	return mod;
+}

@@ -1,0 +1,828 @@
+# SPDX-License-Identifier: MIT
+"""Tests of the Python package marukv (run by t/python.sh under pytest).
+
+Every test makes its own pool in a fresh directory on tmpfs (/dev/shm),
+never the default pool; seeds are fixed.  numpy and torch tests skip
+where those modules are missing (Debian: python3-numpy, python3-torch).
+"""
+
+import gc
+import multiprocessing
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import warnings
+
+import pytest
+
+import marukv
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_numpy = pytest.mark.skipif(numpy is None, reason="numpy missing (Debian: python3-numpy)")
+needs_torch = pytest.mark.skipif(torch is None, reason="torch missing (Debian: python3-torch)")
+
+PAGE = 4096
+# Processes of the multi-process tests are forked: each opens the pool
+# itself, as it must (a handle does not cross fork()).
+mp = multiprocessing.get_context("fork")
+
+
+@pytest.fixture
+def pooldir():
+    d = tempfile.mkdtemp(prefix="marukv-py.", dir="/dev/shm")
+    yield os.path.join(d, "pool")
+    shutil.rmtree(d)
+
+
+def open_pool(path, **kw):
+    kw.setdefault("create", True)
+    kw.setdefault("data_size", 16 << 20)
+    kw.setdefault("page_size", PAGE)
+    return marukv.Pool(path, **kw)
+
+
+@pytest.fixture
+def pool(pooldir):
+    p = open_pool(pooldir)
+    yield p
+    p.close()
+
+
+def pattern(seed, n):
+    """n bytes that depend on seed, so a value shows whose it is."""
+    return random.Random(seed).randbytes(n)
+
+
+def my_client(p):
+    return next(c for c in p.clients() if c["pid"] == os.getpid())
+
+
+def data_ranges(path):
+    """The address ranges where this process maps the pool's data arena."""
+    want = os.path.realpath(os.path.join(path, "data"))
+    ranges = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].strip() == want:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                ranges.append((lo, hi))
+    assert ranges, "no mapping of %s" % want
+    return ranges
+
+
+def in_pool(path, addr, length):
+    return any(lo <= addr and addr + length <= hi for lo, hi in data_ranges(path))
+
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+# The calls
+
+
+def test_module_basics():
+    assert marukv.version().count(".") == 2
+    assert marukv.KEY_MAX == 510
+    assert marukv.strerror(marukv.E_NOTFOUND)
+    assert marukv.Pool.__doc__ and marukv.Pool.get.__doc__ and marukv.__doc__
+
+
+def test_put_get_any_buffer_key(pool):
+    keys = [b"bytes", bytearray(b"bytearray"), memoryview(b"memoryview")]
+    if numpy is not None:
+        keys.append(numpy.frombuffer(b"numpy key", numpy.uint8))
+    for i, k in enumerate(keys):
+        pool.put(k, pattern(i, 100 + i))
+    for i, k in enumerate(keys):
+        with pool.get(bytes(k)) as v:
+            assert len(v) == 100 + i
+            assert bytes(v) == pattern(i, 100 + i)
+        assert pool.exists(k)
+    assert not pool.exists(b"absent")
+
+
+def test_view_is_read_only(pool):
+    pool.put(b"k", b"value")
+    with pool.get(b"k") as v:
+        m = memoryview(v)
+        assert m.readonly
+        with pytest.raises(TypeError):
+            m[0] = 0
+        m.release()
+
+
+def test_put_twice_is_exists(pool):
+    pool.put(b"k", b"one")
+    with pytest.raises(marukv.Exists) as e:
+        pool.put(b"k", b"two")
+    assert e.value.code == marukv.E_EXISTS and e.value.message
+    assert bytes(pool.get(b"k")) == b"one"
+
+
+def test_get_missing_is_notfound_and_keyerror(pool):
+    with pytest.raises(KeyError):
+        pool.get(b"absent")
+    with pytest.raises(marukv.NotFound) as e:
+        pool.get(b"absent")
+    assert isinstance(e.value, marukv.Error)
+    assert e.value.code == marukv.E_NOTFOUND
+    assert str(e.value) == e.value.message != ""
+
+
+def test_alloc_publish(pool):
+    buf = pool.alloc(3 * PAGE + 5)
+    assert len(buf) == 3 * PAGE + 5 and not buf.consumed
+    data = pattern(1, len(buf))
+    memoryview(buf)[:] = data
+    pool.publish(b"k", buf)
+    assert buf.consumed
+    with pytest.raises(ValueError):
+        len(buf)
+    with pool.get(b"k") as v:
+        assert bytes(v) == data
+
+
+def test_publish_existing_key_consumes_buffer(pool):
+    pool.put(b"k", b"x")
+    buf = pool.alloc(10)
+    with pytest.raises(marukv.Exists):
+        pool.publish(b"k", buf)
+    assert buf.consumed
+
+
+def test_abort_and_buffer_context(pool):
+    buf = pool.alloc(PAGE)
+    pool.abort(buf)
+    assert buf.consumed
+    with pytest.raises(ValueError):
+        pool.abort(buf)
+    with pytest.raises(ValueError):
+        pool.publish(b"k", buf)
+    with pool.alloc(PAGE) as buf:   # not published: aborted at the end
+        memoryview(buf)[:4] = b"abcd"
+    assert buf.consumed and not pool.exists(b"k")
+    with pool.alloc(PAGE) as buf:
+        pool.publish(b"k", buf)
+    assert pool.exists(b"k")
+    pool.alloc(PAGE)                # dropped unpublished: aborted
+    gc.collect()
+    assert pool.verify()["problems"] == 0
+
+
+def test_chain_publish_prefix(pool):
+    keys = [b"block%d" % i for i in range(8)]
+    items = []
+    for i, k in enumerate(keys[:4]):
+        b = pool.alloc(PAGE)
+        memoryview(b)[:] = pattern(i, PAGE)
+        items.append((k, b))
+    pool.publish_chain(None, items)
+    assert all(b.consumed for _, b in items)
+    b = pool.alloc(PAGE)
+    memoryview(b)[:] = pattern(4, PAGE)
+    pool.publish(keys[4], b, parent=keys[3])
+    items = [(keys[5], pool.alloc(PAGE))]
+    pool.publish_chain(keys[4], items)
+    assert pool.prefix_len(keys) == 6
+    assert pool.prefix_len([]) == 0
+    assert pool.prefix_len([keys[7]] + keys) == 0
+    views = pool.get_batch(keys, prefix=True)
+    assert len(views) == 6
+    for i, v in enumerate(views[:5]):
+        assert bytes(v) == pattern(i, PAGE)
+        v.release()
+    views[5].release()
+    views = pool.get_batch([keys[0], b"absent", keys[2]])
+    assert views[1] is None and bytes(views[2]) == pattern(2, PAGE)
+    for v in views:
+        if v is not None:
+            v.release()
+    assert pool.get_batch([]) == []
+
+
+def test_chain_shares_published_blocks(pool):
+    pool.put(b"a", b"1")
+    items = [(b"a", pool.alloc(PAGE)), (b"b", pool.alloc(PAGE))]
+    pool.publish_chain(None, items)
+    assert items[0][1].consumed and items[1][1].consumed
+    assert bytes(pool.get(b"a")) == b"1"
+
+
+def test_chain_rejects_bad_items(pool):
+    b = pool.alloc(PAGE)
+    with pytest.raises(TypeError):
+        pool.publish_chain(None, [b"k"])
+    with pytest.raises(TypeError):
+        pool.publish_chain(None, [(b"k", b"not a buffer")])
+    with pytest.raises(ValueError):     # the same buffer twice
+        pool.publish_chain(None, [(b"k1", b), (b"k2", b)])
+    assert not b.consumed               # given back after the refusal
+    pool.publish_chain(None, [(b"k1", b)])
+    assert pool.exists(b"k1")
+
+
+def test_delete(pool):
+    pool.put(b"k", b"v")
+    pool.delete(b"k")
+    assert not pool.exists(b"k")
+    with pytest.raises(marukv.NotFound):
+        pool.delete(b"k")
+
+
+def test_stat_verify_reclaim_evict_clients(pool):
+    for i in range(20):
+        pool.put(b"k%d" % i, pattern(i, PAGE))
+    st = pool.stat()
+    assert st["entries"] == 20 and st["page_size"] == PAGE
+    assert st["backing"] == "tmpfs" and len(st["uuid"]) == 36
+    assert st["pages_total"] == (16 << 20) // PAGE
+    r = pool.verify(deep=True)
+    assert r["problems"] == 0 and r["checksums_checked"] == 20 and r["first_problem"] == ""
+    assert pool.verify()["entries"] == 20
+    assert set(pool.reclaim()) == {"clients", "readers", "pins", "pages", "requests", "nodes"}
+    assert pool.reclaim(dry_run=True)["clients"] == 0
+    assert pool.evict(100, dry_run=True)["keys"] == 20
+    assert pool.stat()["entries"] == 20
+    r = pool.evict(100)
+    assert r["keys"] == 20 and pool.stat()["entries"] == 0
+    me = my_client(pool)
+    assert me["alive"] and me["holder"] and not me["rdonly"] and me["pin"] == 0
+    pool.set_watermarks(20, 30)
+    st = pool.stat()
+    assert (st["low_watermark"], st["high_watermark"]) == (20, 30)
+    with pytest.raises(marukv.InvalidArgument):
+        pool.set_watermarks(50, 40)
+    with pytest.raises(marukv.InvalidArgument):
+        pool.evict(101)
+
+
+def test_properties_and_repr(pool, pooldir):
+    assert pool.path == pooldir and not pool.closed and not pool.readonly
+    assert pooldir in repr(pool)
+    pool.put(b"k", b"abc")
+    v = pool.get(b"k")
+    assert repr(v) == "<marukv.View of 3 bytes>" and not v.released
+    v.release()
+    assert v.released and "released" in repr(v)
+    pool.close()
+    assert pool.closed and "closed" in repr(pool)
+
+
+def test_options_are_applied(pooldir):
+    with marukv.Pool(pooldir, create=True, data_size=8 << 20, page_size=8192, max_clients=5,
+                     registry_size=4 << 20, lease_period_ms=200, watermarks=(0, 0),
+                     client_timeout_ms=500, node="node-a", max_nodes=3,
+                     nochecksum=True) as p:
+        st = p.stat()
+        assert (st["page_size"], st["pages_total"], st["max_clients"]) == (8192, 1024, 5)
+        assert (st["registry_size"], st["lease_period_ms"]) == (4 << 20, 200)
+        assert (st["low_watermark"], st["client_timeout_ms"], st["max_nodes"]) == (0, 500, 3)
+        assert my_client(p)["node"] == "node-a"
+        p.put(b"k", b"v")
+        assert p.verify(deep=True)["checksums_checked"] == 0   # nochecksum
+    with marukv.Pool(pooldir, verify=True) as p:
+        assert bytes(p.get(b"k")) == b"v"
+
+
+def test_default_path_is_marukv_pool_env(pooldir, monkeypatch):
+    monkeypatch.setenv("MARUKV_POOL", pooldir)
+    with marukv.Pool(create=True, data_size=1 << 20, page_size=PAGE) as p:
+        assert p.path == pooldir
+
+
+# Every exception
+
+
+def test_exception_classes():
+    pairs = {
+        "E_INVAL": marukv.InvalidArgument, "E_NOMEM": marukv.NoMemory,
+        "E_NOSPC": marukv.NoSpace, "E_EXISTS": marukv.Exists, "E_NOENT": marukv.NoPool,
+        "E_USERS": marukv.TooManyClients, "E_IO": marukv.IOFailure,
+        "E_TIMEDOUT": marukv.TimedOut, "E_PERM": marukv.Permission,
+        "E_NOTFOUND": marukv.NotFound, "E_RDONLY": marukv.ReadOnly,
+        "E_NOTPOOL": marukv.NotPool, "E_CORRUPT": marukv.Corrupt,
+        "E_VERSION": marukv.VersionMismatch, "E_INTERNAL": marukv.Internal,
+        "E_EXPIRED": marukv.Expired,
+    }
+    assert len({getattr(marukv, c) for c in pairs}) == len(pairs)
+    for const, cls in pairs.items():
+        assert issubclass(cls, marukv.Error) and cls.__module__ == "marukv"
+        e = cls(getattr(marukv, const), "msg")
+        assert e.code == getattr(marukv, const) and str(e) == "msg"
+    assert issubclass(marukv.NotFound, KeyError)
+    assert issubclass(marukv.InvalidArgument, ValueError)
+    assert issubclass(marukv.NoMemory, MemoryError)
+
+
+def test_open_errors(pooldir):
+    with pytest.raises(marukv.NoPool) as e:
+        marukv.Pool(pooldir)
+    assert e.value.code == marukv.E_NOENT and pooldir in e.value.message
+    os.mkdir(pooldir, 0o700)
+    with open(os.path.join(pooldir, "super"), "wb") as f:
+        f.write(b"not a pool" * 100)
+    with pytest.raises((marukv.NotPool, marukv.Corrupt)):
+        marukv.Pool(pooldir)
+    shutil.rmtree(pooldir)
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool(pooldir, create=True, readonly=True)
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool("")
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool(pooldir, create=True, page_size=3000)
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool(pooldir, create=True, data_size=1 << 50)
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool(pooldir, create=True, watermarks=(50, 10))
+    with pytest.raises(marukv.InvalidArgument):
+        marukv.Pool(pooldir, create=True, node="bad name!")
+
+
+def test_corrupt_pool(pooldir):
+    open_pool(pooldir).close()
+    with open(os.path.join(pooldir, "super"), "r+b") as f:
+        f.seek(64)
+        f.write(b"\xff" * 256)
+    with pytest.raises((marukv.Corrupt, marukv.NotPool)):
+        marukv.Pool(pooldir)
+
+
+def test_unsafe_directory_is_permission(pooldir):
+    open_pool(pooldir).close()
+    os.chmod(pooldir, 0o777)
+    with pytest.raises(marukv.Permission) as e:
+        marukv.Pool(pooldir)
+    assert e.value.code == marukv.E_PERM
+
+
+def test_too_many_clients(pooldir):
+    with open_pool(pooldir, max_clients=1):
+        with pytest.raises(marukv.TooManyClients):
+            marukv.Pool(pooldir)
+
+
+def test_no_space(pooldir):
+    with open_pool(pooldir, data_size=64 * PAGE, watermarks=(0, 0)) as p:
+        with pytest.raises(marukv.NoSpace):
+            p.alloc(65 * PAGE)
+        held = []
+        for i in range(65):
+            try:
+                held.append(p.alloc(PAGE))
+            except marukv.NoSpace:
+                break
+        else:
+            pytest.fail("65 pages granted out of 64")
+        with pytest.raises(marukv.NoSpace):
+            p.put(b"k", b"v")
+        for b in held:
+            p.abort(b)
+        p.put(b"k", b"v")
+
+
+def test_readonly_pool_refuses_writes(pooldir):
+    with open_pool(pooldir) as p:
+        p.put(b"k", b"value")
+    with marukv.Pool(pooldir, readonly=True) as ro:
+        assert ro.readonly
+        assert bytes(ro.get(b"k")) == b"value" and ro.prefix_len([b"k"]) == 1
+        for call in (lambda: ro.put(b"k2", b"v"), lambda: ro.alloc(1),
+                     lambda: ro.delete(b"k"), lambda: ro.evict(50), lambda: ro.reclaim(),
+                     lambda: ro.set_watermarks(5, 10)):
+            with pytest.raises(marukv.ReadOnly) as e:
+                call()
+            assert e.value.code == marukv.E_RDONLY
+        ro.evict(50, dry_run=True)
+        ro.reclaim(dry_run=True)
+        assert my_client(ro)["rdonly"]
+        assert ro.exists(b"k")
+
+
+# Hostile use
+
+
+def test_bad_keys(pool):
+    pool.put(b"x" * marukv.KEY_MAX, b"v")
+    for key in (b"", b"x" * (marukv.KEY_MAX + 1)):
+        for call in (lambda: pool.put(key, b"v"), lambda: pool.get(key),
+                     lambda: pool.exists(key), lambda: pool.delete(key),
+                     lambda: pool.prefix_len([key]), lambda: pool.get_batch([key])):
+            with pytest.raises(marukv.InvalidArgument):
+                call()
+    b = pool.alloc(1)
+    with pytest.raises(marukv.InvalidArgument):
+        pool.publish(b"", b)
+    assert not b.consumed
+    with pytest.raises(marukv.InvalidArgument):
+        pool.publish(b"k", b, parent=b"")
+    pool.abort(b)
+
+
+def test_wrong_types(pool, pooldir):
+    for call in (lambda: pool.put("str key", b"v"), lambda: pool.put(b"k", "str value"),
+                 lambda: pool.get(1), lambda: pool.exists(None), lambda: pool.delete(1.5),
+                 lambda: pool.prefix_len(5), lambda: pool.prefix_len(["s"]),
+                 lambda: pool.get_batch([b"k", 3]), lambda: pool.publish(b"k", b"buf"),
+                 lambda: pool.abort(object()), lambda: pool.alloc("10"),
+                 lambda: pool.alloc(1.0), lambda: pool.evict("50"),
+                 lambda: pool.publish_chain(None, 5),
+                 lambda: marukv.Pool(pooldir, create=True, data_size="big"),
+                 lambda: marukv.Pool(pooldir, create=True, node=5),
+                 lambda: marukv.Pool(pooldir, create=True, bogus=1),
+                 lambda: marukv.Pool(pooldir, create=True, watermarks=5)):
+        with pytest.raises(TypeError):
+            call()
+    assert not os.path.exists(pooldir + "x")
+
+
+def test_huge_sizes(pool, pooldir):
+    for n in (-1, 1 << 64):
+        with pytest.raises(OverflowError):
+            pool.alloc(n)
+    with pytest.raises((marukv.NoSpace, marukv.InvalidArgument)):
+        pool.alloc(1 << 62)
+    with pytest.raises(marukv.InvalidArgument):
+        pool.alloc(0)
+    with pytest.raises(marukv.InvalidArgument):
+        pool.put(b"k", b"")
+    with pytest.raises(OverflowError):
+        marukv.Pool(pooldir + "2", create=True, data_size=1 << 70)
+    with pytest.raises(OverflowError):
+        marukv.Pool(pooldir + "2", create=True, page_size=-4096)
+    with pytest.raises(OverflowError):
+        pool.evict(-1)
+
+
+def test_released_view_raises(pool):
+    pool.put(b"k", b"value")
+    v = pool.get(b"k")
+    v.release()
+    v.release()                         # twice: nothing more to do
+    for call in (lambda: len(v), lambda: bytes(v), lambda: memoryview(v),
+                 lambda: v.__enter__()):
+        with pytest.raises(ValueError):
+            call()
+    if numpy is not None:
+        with pytest.raises(ValueError):
+            numpy.frombuffer(v, numpy.uint8)
+    with pool.get(b"k") as v2:
+        pass
+    with pytest.raises(ValueError):
+        bytes(v2)
+
+
+def test_release_while_exported_is_buffererror(pool):
+    pool.put(b"k", b"value")
+    v = pool.get(b"k")
+    m = memoryview(v)
+    with pytest.raises(BufferError):
+        v.release()
+    with pytest.raises(BufferError):
+        pool.close()
+    assert bytes(m) == b"value"         # still valid
+    m.release()
+    v.release()
+    if numpy is not None:
+        with pool.get(b"k") as v:
+            a = numpy.frombuffer(v, numpy.uint8)
+            with pytest.raises(BufferError):
+                v.release()
+            del a
+
+
+def test_buffer_exported_then_publish_or_abort(pool):
+    b = pool.alloc(PAGE)
+    m = memoryview(b)
+    m[:5] = b"hello"
+    with pytest.raises(BufferError):
+        pool.publish(b"k", b)
+    with pytest.raises(BufferError):
+        pool.abort(b)
+    with pytest.raises(BufferError):
+        pool.publish_chain(None, [(b"k", b)])
+    with pytest.raises(BufferError):
+        pool.close()
+    m.release()
+    pool.publish(b"k", b)
+    assert bytes(pool.get(b"k"))[:5] == b"hello"
+
+
+def test_buffer_of_another_pool(pool, pooldir):
+    with open_pool(pooldir + "2") as other:
+        b = other.alloc(PAGE)
+        with pytest.raises(ValueError):
+            pool.publish(b"k", b)
+        with pytest.raises(ValueError):
+            pool.abort(b)
+        other.abort(b)
+    shutil.rmtree(pooldir + "2")
+
+
+def test_use_after_close(pool):
+    pool.put(b"k", b"value")
+    v = pool.get(b"k")
+    b = pool.alloc(PAGE)
+    pool.close()
+    pool.close()                        # twice: nothing more to do
+    for call in (lambda: pool.put(b"k2", b"v"), lambda: pool.get(b"k"),
+                 lambda: pool.exists(b"k"), lambda: pool.delete(b"k"),
+                 lambda: pool.alloc(1), lambda: pool.prefix_len([b"k"]),
+                 lambda: pool.get_batch([b"k"]), lambda: pool.stat(), lambda: pool.verify(),
+                 lambda: pool.reclaim(), lambda: pool.evict(10), lambda: pool.clients(),
+                 lambda: pool.set_watermarks(5, 10), lambda: pool.path,
+                 lambda: pool.publish(b"k", b), lambda: pool.abort(b),
+                 lambda: pool.__enter__(),
+                 # views and buffers of a closed pool
+                 lambda: bytes(v), lambda: len(v), lambda: memoryview(b), lambda: len(b)):
+        with pytest.raises(ValueError):
+            call()
+    assert v.released and b.consumed
+    v.release()                         # the close released it: nothing to do
+    b.__exit__(None, None, None)
+    del v, b
+    gc.collect()
+
+
+def test_view_keeps_closed_pool_object_alive(pooldir):
+    p = open_pool(pooldir)
+    p.put(b"k", b"v")
+    v = p.get(b"k")
+    del p                               # the view holds the pool open
+    gc.collect()
+    assert bytes(v) == b"v"
+    v.release()
+
+
+# Threads and fork
+
+
+def test_threads_share_a_pool(pool):
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(200):
+                key = b"t%d-%d" % (t, i)
+                val = pattern(t * 1000 + i, 100 + i)
+                if i % 2:
+                    pool.put(key, val)
+                else:
+                    b = pool.alloc(len(val))
+                    memoryview(b)[:] = val
+                    pool.publish(key, b)
+                with pool.get(key) as v:
+                    assert bytes(v) == val
+                assert pool.prefix_len([key]) == 1
+        except Exception as e:          # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pool.stat()["entries"] == 800 and my_client(pool)["pin"] == 0
+
+
+def test_close_while_threads_call(pool):
+    pool.put(b"k", b"v")
+    stop = threading.Event()
+    seen = []
+
+    def work():
+        while not stop.is_set():
+            try:
+                with pool.get(b"k") as v:
+                    bytes(v)
+            except ValueError:          # closed under us
+                seen.append(1)
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    pool.close()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert pool.closed
+
+
+def test_inherited_pool_in_forked_child(pool):
+    pool.put(b"k", b"v")
+    v = pool.get(b"k")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                pool.get(b"k")
+            except marukv.InvalidArgument:
+                code = 2
+            try:
+                pool.put(b"k2", b"v")
+            except marukv.InvalidArgument:
+                code += 1
+            del v
+            pool.close()
+            code = 0 if code == 3 else code
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert bytes(v) == b"v"             # the parent's view and handle are intact
+    v.release()
+    pool.put(b"k2", b"v2")
+    assert my_client(pool)["pin"] == 0
+
+
+def writer(path, w, n):
+    with marukv.Pool(path) as p:
+        for i in range(n):
+            val = pattern(w * 100000 + i, 1 + (i * 7919) % (3 * PAGE))
+            if i % 2:
+                p.put(b"w%d-%d" % (w, i), val)
+            else:
+                b = p.alloc(len(val))
+                memoryview(b)[:] = val
+                p.publish(b"w%d-%d" % (w, i), b)
+
+
+def reader(path, writers, n, q):
+    bad = 0
+    with marukv.Pool(path, readonly=True) as p:
+        for w in range(writers):
+            for i in range(n):
+                val = pattern(w * 100000 + i, 1 + (i * 7919) % (3 * PAGE))
+                with p.get(b"w%d-%d" % (w, i)) as v:
+                    bad += bytes(v) != val
+    q.put(bad)
+
+
+def test_processes_write_and_read_one_pool(pooldir):
+    writers, readers, n = 4, 3, 60
+    with open_pool(pooldir, data_size=64 << 20):
+        procs = [mp.Process(target=writer, args=(pooldir, w, n)) for w in range(writers)]
+        for pr in procs:
+            pr.start()
+        for pr in procs:
+            pr.join()
+            assert pr.exitcode == 0
+        q = mp.Queue()
+        procs = [mp.Process(target=reader, args=(pooldir, writers, n, q))
+                 for _ in range(readers)]
+        for pr in procs:
+            pr.start()
+        bad = [q.get(timeout=120) for _ in procs]
+        for pr in procs:
+            pr.join()
+            assert pr.exitcode == 0
+        assert bad == [0] * readers
+
+
+def deleter(path, key, q):
+    with marukv.Pool(path) as p:
+        p.delete(key)
+        # Churn: write and delete more than the pages left free, which
+        # would reuse the deleted value's pages if they were free.
+        for i in range(24):
+            k = b"churn%d" % i
+            p.put(k, b"\xee" * (2 * PAGE))
+            p.delete(k)
+        q.put(p.exists(key))
+
+
+def test_view_outlives_delete_by_another_process(pooldir):
+    data = pattern(42, 5 * PAGE)
+    with open_pool(pooldir, data_size=64 * PAGE, watermarks=(0, 0)) as p:
+        p.put(b"victim", data)
+        with p.get(b"victim") as v:
+            q = mp.Queue()
+            pr = mp.Process(target=deleter, args=(pooldir, b"victim", q))
+            pr.start()
+            assert q.get(timeout=120) is False
+            pr.join()
+            assert pr.exitcode == 0
+            assert bytes(v) == data
+            assert not p.exists(b"victim")
+            assert p.stat()["pages_quarantined"] >= 5
+        assert p.verify()["problems"] == 0
+
+
+# Zero copy
+
+
+@needs_numpy
+def test_numpy_reads_pool_memory(pool, pooldir):
+    src = numpy.arange(PAGE, dtype=numpy.float32)
+    pool.put(b"k", src)
+    with pool.get(b"k") as v:
+        a = numpy.frombuffer(v, numpy.float32)
+        assert in_pool(pooldir, a.ctypes.data, a.nbytes)
+        assert not a.flags.writeable
+        assert numpy.array_equal(a, src)
+        del a
+
+
+@needs_numpy
+def test_numpy_fills_alloc_buffer_in_place(pool, pooldir):
+    src = numpy.random.default_rng(1).integers(0, 1 << 30, 2048, dtype=numpy.int64)
+    b = pool.alloc(src.nbytes)
+    dst = numpy.frombuffer(b, numpy.int64)
+    assert in_pool(pooldir, dst.ctypes.data, dst.nbytes) and dst.flags.writeable
+    numpy.copyto(dst, src)
+    del dst
+    pool.publish(b"k", b)
+    with pool.get(b"k") as v:
+        a = numpy.frombuffer(v, numpy.int64)
+        assert numpy.array_equal(a, src)
+        del a
+
+
+@needs_torch
+def test_torch_reads_and_fills_pool_memory(pool, pooldir):
+    src = torch.arange(4096, dtype=torch.float16)
+    b = pool.alloc(src.numel() * src.element_size())
+    dst = torch.frombuffer(b, dtype=torch.float16)
+    assert in_pool(pooldir, dst.data_ptr(), len(b))
+    dst.copy_(src)
+    del dst
+    gc.collect()
+    pool.publish(b"k", b)
+    with pool.get(b"k") as v:
+        with warnings.catch_warnings():     # torch warns that the buffer is read-only
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.frombuffer(v, dtype=torch.float16)
+        assert in_pool(pooldir, t.data_ptr(), len(v))
+        assert torch.equal(t, src)
+        del t
+        gc.collect()
+
+
+# Leaks
+
+
+def test_get_release_loop_does_not_leak(pool):
+    pool.put(b"k", pattern(7, 1000))
+    pool.put(b"k2", b"x")
+    for _ in range(2000):               # warm up caches and allocators
+        with pool.get(b"k") as v:
+            pass
+    gc.collect()
+    rss, refs = rss_kib(), sys.getrefcount(pool)
+    quarantined = pool.stat()["pages_quarantined"]
+    for i in range(100000):
+        v = pool.get(b"k")
+        if i % 1000 == 0:
+            assert my_client(pool)["pin"] != 0     # a view is held: pinned
+        v.release()
+    for _ in range(1000):
+        for v in pool.get_batch([b"k", b"absent", b"k2"]):
+            if v is not None:
+                v.release()
+        try:
+            pool.get(b"absent")
+        except marukv.NotFound:
+            pass
+    gc.collect()
+    assert sys.getrefcount(pool) == refs
+    assert my_client(pool)["pin"] == 0
+    assert pool.stat()["pages_quarantined"] == quarantined
+    assert rss_kib() - rss < 2048, "RSS grew by %d KiB" % (rss_kib() - rss)
+
+
+# The documented example
+
+
+def test_readme_example(pooldir, monkeypatch, capsys):
+    """The README's Python example runs as printed, twice (write-once), and
+    marukv-python(7) prints the same."""
+    top = os.environ.get("MARUKV_TOP_SRCDIR", ".")
+    with open(os.path.join(top, "README")) as f:
+        code = f.read().split("```python\n", 1)[1].split("```", 1)[0]
+    with open(os.path.join(top, "man", "marukv-python.7.in")) as f:
+        man = f.read().split(".SH EXAMPLE\n.EX\n", 1)[1].split(".EE\n", 1)[0]
+    assert man.replace("\\-", "-").replace("\\e", "\\") == code
+    monkeypatch.setenv("MARUKV_POOL", pooldir)
+    for _ in range(2):
+        exec(compile(code, "README", "exec"), {})
+        out = capsys.readouterr().out
+        assert out.startswith("[1.5 1.5 1.5 1.5]") and out.rstrip().endswith(" 1"), out
