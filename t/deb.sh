@@ -8,22 +8,23 @@
 #   sh t/deb.sh marukv-VERSION.tar.gz
 #
 # In a scratch directory under $TMPDIR, the tarball is unpacked and
-# dpkg-buildpackage -us -uc -b builds libmarukv0, libmarukv-dev and
-# marukv-tools from its debian/ (with the quick tests debian/rules runs);
-# lintian then checks them and fails on any error or warning (the warnings
-# that stay are overridden in debian/*.lintian-overrides, each with its
-# reason).  As root, the three packages are installed with apt-get,
-# debian/tests/installed runs against them, and they are purged again:
-# nothing of them stays on the machine.  Without root the packages are built
-# and checked but not installed, and the script says so.  If any of them is
-# already installed, it is left alone and the installed test is not run.
+# dpkg-buildpackage -us -uc -b builds libmarukv0, libmarukv-dev,
+# marukv-tools and python3-marukv from its debian/ (with the quick tests
+# debian/rules runs); lintian then checks them and fails on any error or
+# warning (the warnings that stay are overridden in
+# debian/*.lintian-overrides, each with its reason).  As root, the four
+# packages are installed with apt-get, debian/tests/installed and
+# debian/tests/python run against them, and they are purged again: nothing
+# of them stays on the machine.  Without root the packages are built and
+# checked but not installed, and the script says so.  If any of them is
+# already installed, it is left alone and the installed tests are not run.
 # The scratch directory goes in every case; a failing step prints the end
 # of its log.
 # Exit: 0 built, clean and (as root) passing installed; 1 otherwise.
 
 set -eu
 tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-packages="libmarukv0 libmarukv-dev marukv-tools"
+packages="libmarukv0 libmarukv-dev marukv-tools python3-marukv"
 
 for tool in dpkg-buildpackage dh lintian; do
 	command -v "$tool" >/dev/null || {
@@ -76,7 +77,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 for p in $packages; do
 	if dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q ' installed$'; then
-		echo "check-deb: $p is installed already: left alone, installed test not run"
+		echo "check-deb: $p is installed already: left alone, installed tests not run"
 		exit 0
 	fi
 done
@@ -85,8 +86,10 @@ for p in $packages; do
 	debs="$debs ./${p}_*.deb"
 done
 installed=" $packages"
-# shellcheck disable=SC2086 # globs of the three packages
+# shellcheck disable=SC2086 # globs of the four packages
 step "apt-get install" "$tmp/install.log" \
 	env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $debs
-step "debian/tests/installed" "$tmp/installed.log" sh "$src/debian/tests/installed"
-cat "$tmp/installed.log"
+for t in installed python; do
+	step "debian/tests/$t" "$tmp/$t.log" sh "$src/debian/tests/$t"
+	cat "$tmp/$t.log"
+done
