@@ -581,6 +581,11 @@ START_TEST(test_single_writer_takes_lease)
 	ck_assert_str_eq(st.lease_holder_node, "nodeA");
 	ck_assert_uint_eq(st.lease_period_ms, LT_PERIOD);
 	ck_assert_uint_eq(st.requests_pending, 0);
+	/* the take itself stamps the beat's wall time, before any renewal */
+	ck_assert_msg(st.lease_heartbeat_age_ms >= 0 &&
+			st.lease_heartbeat_age_ms < (int64_t)LT_PERIOD,
+			"heartbeat age %lld ms just after the lease was taken (period %u)",
+			(long long)st.lease_heartbeat_age_ms, LT_PERIOD);
 	gen = st.lease_generation;
 
 	/* the background thread keeps the heartbeat fresh while we sleep */
