@@ -69,8 +69,9 @@ What each call does, per key, and what the completion says:
 
 The bool list has one entry per key, in key order, for every operation.
 ok is False when some key failed with an error, as opposed to a miss or a
-key not found: for a set, every key not stored is an error.  error is then
-the first key's error and how many more failed, and "" when ok.  The
+key not found: for a set, every key not stored is an error.  error then
+names the first failed key (in key order), its error and how many more
+keys failed; it is "" when ok.  The
 adapter takes a load's hits from the list whatever ok says, and counts a
 store or a lookup as a whole only when ok.  Nothing is raised into the
 adapter's completion thread: drain_completions() does not raise, and
@@ -116,7 +117,7 @@ class _Batch:
     """A submitted batch: its keys (bytes), the caller's buffers until it
     completes, and the per-key results."""
 
-    __slots__ = ("fid", "op", "keys", "bufs", "results", "left", "failed", "error")
+    __slots__ = ("fid", "op", "keys", "bufs", "results", "left", "failed", "error", "error_at")
 
     def __init__(self, fid, op, keys, bufs):
         self.fid = fid
@@ -126,7 +127,8 @@ class _Batch:
         self.results = [False] * len(keys)
         self.left = len(keys)
         self.failed = 0             # keys that failed with an error
-        self.error = ""             # the first of those errors
+        self.error = ""             # the error of the first of them, in key order
+        self.error_at = len(keys)   # and its index
 
     def completion(self):
         error = self.error
@@ -296,7 +298,8 @@ class Connector:
                 batch.results[i] = hit
                 if error:
                     batch.failed += 1
-                    batch.error = batch.error or error
+                    if i < batch.error_at:
+                        batch.error, batch.error_at = error, i
                 batch.left -= 1
                 if batch.left == 0:
                     self._complete(batch)
