@@ -390,6 +390,42 @@ View_repr(ViewObject *self)
 	return PyUnicode_FromFormat("<marukv.View of %zu bytes>", self->view.len);
 }
 
+/*
+ * Copy the view's bytes into the start of @dst with the GIL released.  The
+ * copy counts as an export of the view for its duration, so release() and
+ * the pool's close() refuse (BufferError) while it runs in another thread.
+ */
+static PyObject *
+View_copy_into(ViewObject *self, PyObject *dst)
+{
+	Py_buffer b;
+	size_t n;
+
+	/* Before the checks: a buffer export could run code that changes the view. */
+	if (PyObject_GetBuffer(dst, &b, PyBUF_WRITABLE) < 0)
+		return NULL;
+	if (view_check(self) < 0) {
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	n = self->view.len;
+	if ((size_t)b.len < n) {
+		PyErr_Format(PyExc_ValueError,
+				"destination of %zd bytes is shorter than the view (%zu bytes)", b.len, n);
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	self->exports++;
+	self->pool->exports++;
+	Py_BEGIN_ALLOW_THREADS
+	memmove(b.buf, self->view.data, n);
+	Py_END_ALLOW_THREADS
+	self->exports--;
+	self->pool->exports--;
+	PyBuffer_Release(&b);
+	return PyLong_FromSize_t(n);
+}
+
 static PyMethodDef View_methods[] = {
 	{ "release", (PyCFunction)View_release, METH_NOARGS,
 	  "release()\n--\n\n"
@@ -399,6 +435,15 @@ static PyMethodDef View_methods[] = {
 	  "numpy array or tensor made from it is alive (as mmap.close() does):\n"
 	  "drop those first.  Raises Expired if this process's client was judged\n"
 	  "dead while the view was held: whatever was read from it may be wrong." },
+	{ "copy_into", (PyCFunction)View_copy_into, METH_O,
+	  "copy_into(dst)\n--\n\n"
+	  "Copy the value into the start of dst, any writable C-contiguous buffer\n"
+	  "(bytearray, memoryview, numpy array...) of at least len(view) bytes, and\n"
+	  "return the number of bytes copied.  The copy runs with the GIL released,\n"
+	  "so other threads go on meanwhile; unlike memoryview slice assignment it\n"
+	  "ignores the buffer's format.  Raises ValueError if dst is too short or\n"
+	  "the view released, BufferError if dst is read-only, TypeError if it is\n"
+	  "not a buffer." },
 	{ "__enter__", (PyCFunction)View_enter, METH_NOARGS, "Return the view itself." },
 	{ "__exit__", (PyCFunction)View_exit, METH_VARARGS, "Release the view." },
 	{ NULL, NULL, 0, NULL }
@@ -583,7 +628,50 @@ Buffer_repr(BufferObject *self)
 	return PyUnicode_FromFormat("<marukv.Buffer of %zu bytes>", self->buf.len);
 }
 
+/*
+ * Copy @src's bytes into the start of the buffer with the GIL released; an
+ * export of the buffer meanwhile, so publish() and abort() refuse.
+ */
+static PyObject *
+Buffer_fill_from(BufferObject *self, PyObject *src)
+{
+	Py_buffer b;
+	Py_ssize_t n;
+
+	if (PyObject_GetBuffer(src, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	if (buf_check(self) < 0) {
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	if ((size_t)b.len > self->buf.len) {
+		PyErr_Format(PyExc_ValueError,
+				"source of %zd bytes is longer than the buffer (%zu bytes)", b.len,
+				self->buf.len);
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	n = b.len;
+	self->exports++;
+	self->pool->exports++;
+	Py_BEGIN_ALLOW_THREADS
+	memmove(self->buf.data, b.buf, (size_t)n);
+	Py_END_ALLOW_THREADS
+	self->exports--;
+	self->pool->exports--;
+	PyBuffer_Release(&b);
+	return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef Buffer_methods[] = {
+	{ "fill_from", (PyCFunction)Buffer_fill_from, METH_O,
+	  "fill_from(src)\n--\n\n"
+	  "Copy the bytes of src, any C-contiguous buffer (bytes, memoryview, numpy\n"
+	  "array...) no longer than the buffer, into its start and return their\n"
+	  "number.  The copy runs with the GIL released, so other threads go on\n"
+	  "meanwhile; unlike memoryview slice assignment it ignores the source's\n"
+	  "format.  Raises ValueError if src is too long or the buffer consumed,\n"
+	  "TypeError if src is not a buffer." },
 	{ "__enter__", (PyCFunction)Buffer_enter, METH_NOARGS, "Return the buffer itself." },
 	{ "__exit__", (PyCFunction)Buffer_exit, METH_VARARGS,
 	  "Abort the buffer unless it was published (or aborted) in the block." },

@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/python.sh -- the Python package marukv: runs t/test_python.py with
-# pytest on the module just built, for the interpreter configure chose
+# t/python.sh -- the Python package marukv: runs t/test_python.py (or the
+# file of t/ that $MARUKV_PYTESTS names: t/lmcache.sh runs
+# test_lmcache.py this way) with pytest on the module just built, for the
+# interpreter configure chose
 # (PYTHON in the Makefile; /usr/bin/python3 by default, where Debian's
 # python3-numpy, python3-torch, python3-pytest and python3-lmdb load).
 #
@@ -48,6 +50,6 @@ cp "$so" "$stage/marukv/" || exit 99
 
 MARUKV_TOP_SRCDIR=$top_srcdir PYTHONPATH=$stage LD_LIBRARY_PATH=$(pwd)/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 	PYTHONDONTWRITEBYTECODE=1 "$PYTHON" -m pytest -q -p no:cacheprovider \
-	"$top_srcdir/t/test_python.py"
+	"$top_srcdir/t/${MARUKV_PYTESTS:-test_python.py}"
 rc=$?
 [ "$rc" -eq 0 ] || exit 1

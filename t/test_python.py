@@ -6,6 +6,7 @@ never the default pool; seeds are fixed.  numpy and torch tests skip
 where those modules are missing (Debian: python3-numpy, python3-torch).
 """
 
+import ctypes
 import gc
 import multiprocessing
 import os
@@ -14,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import warnings
 
 import pytest
@@ -775,6 +777,140 @@ def test_torch_reads_and_fills_pool_memory(pool, pooldir):
         assert torch.equal(t, src)
         del t
         gc.collect()
+
+
+def lmcache_style_buffer(n):
+    """A writable memoryview of n bytes made as LMCache makes its buffers (a
+    ctypes array over an address: format '<B', not 'B'), and the array
+    that owns the memory."""
+    arena = (ctypes.c_ubyte * n)()
+    mv = memoryview((ctypes.c_ubyte * n).from_address(ctypes.addressof(arena)))
+    assert mv.format == "<B"
+    return mv, arena
+
+
+def test_copy_into_and_fill_from(pool):
+    data = pattern(3, 3 * PAGE + 1)
+    dst, dst_arena = lmcache_style_buffer(len(data))
+    src, src_arena = lmcache_style_buffer(len(data))
+    src.cast("B")[:] = data
+    with pytest.raises(NotImplementedError):    # '<B': slice assignment refuses
+        dst[:] = data
+    b = pool.alloc(len(data))
+    assert b.fill_from(src) == len(data)
+    assert b.fill_from(b"") == 0
+    with pytest.raises(ValueError):
+        b.fill_from(bytes(len(data) + 1))
+    with pytest.raises(TypeError):
+        b.fill_from("not a buffer")
+    with memoryview(b) as m:
+        assert bytes(m[:len(data)]) == data
+    pool.publish(b"k", b)
+    with pytest.raises(ValueError):     # consumed
+        b.fill_from(b"x")
+    with pool.get(b"k") as v:
+        assert v.copy_into(dst) == len(data)
+        assert bytes(dst) == data
+        longer = bytearray(b"\xff" * (len(v) + 5))
+        assert v.copy_into(longer) == len(v)
+        assert longer == data + b"\xff" * 5    # the start only
+        with pytest.raises(ValueError):
+            v.copy_into(bytearray(len(v) - 1))
+        with pytest.raises(BufferError):
+            v.copy_into(bytes(len(v)))  # read-only
+        with pytest.raises(TypeError):
+            v.copy_into("not a buffer")
+    with pytest.raises(ValueError):     # released
+        v.copy_into(longer)
+    del dst, src, dst_arena, src_arena
+
+
+def test_copies_release_the_gil(pooldir):
+    """copy_into() and fill_from() let other threads run during the copy;
+    memoryview slice assignment, the control, does not.  With a long switch
+    interval the ticker runs only while this thread has released the GIL."""
+    n = 32 << 20
+    pool = open_pool(pooldir, data_size=4 * n)
+    pool.put(b"big", bytes(n))
+    dst = bytearray(n)
+    ticks = [0]
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)               # gives the GIL back at once
+
+    def others_ran(copy):
+        """Whether the ticker ran during copy(), tried a few times (it may
+        not get a CPU in time on a loaded machine)."""
+        for _ in range(20):
+            before = ticks[0]
+            copy()
+            if ticks[0] != before:
+                return True
+        return False
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        with pool.get(b"big") as v:
+            assert others_ran(lambda: v.copy_into(dst))
+        b = pool.alloc(n)
+        assert others_ran(lambda: b.fill_from(dst))
+        pool.abort(b)
+        src = bytes(n)
+        assert not others_ran(lambda: memoryview(dst).__setitem__(slice(None), src))
+    finally:
+        sys.setswitchinterval(old)
+        stop.set()
+        t.join()
+        pool.close()
+
+
+def test_copy_in_progress_blocks_release_and_close(pooldir):
+    """While another thread copies out of a view or into a buffer, release(),
+    publish(), abort() and close() refuse with BufferError.  With a long
+    switch interval the copying thread gives up the GIL only inside the
+    copy, so every call below runs while a copy is under way."""
+    n = 16 << 20
+    pool = open_pool(pooldir, data_size=4 * n)
+    pool.put(b"big", bytes(n))
+    v = pool.get(b"big")
+    b = pool.alloc(n)
+    dst = bytearray(n)
+
+    def refused_during(copy, calls):
+        started, stop = threading.Event(), threading.Event()
+
+        def loop():
+            started.set()
+            while not stop.is_set():
+                copy()
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(30)
+        t = threading.Thread(target=loop)
+        t.start()
+        try:
+            assert started.wait(10)
+            for call in calls:
+                with pytest.raises(BufferError):
+                    call()
+        finally:
+            stop.set()
+            t.join()
+            sys.setswitchinterval(old)
+
+    refused_during(lambda: v.copy_into(dst), (v.release, pool.close))
+    refused_during(lambda: b.fill_from(dst),
+                   (lambda: pool.publish(b"k", b), lambda: pool.abort(b), pool.close))
+    assert not v.released and not b.consumed and not pool.closed
+    v.release()
+    pool.publish(b"k", b)
+    pool.close()
 
 
 # Leaks
