@@ -391,6 +391,24 @@ View_repr(ViewObject *self)
 }
 
 /*
+ * memmove with the GIL released, counted meanwhile as one more export of
+ * the view or buffer whose count is @exports and of its pool: release(),
+ * publish(), abort() and close() refuse (BufferError) in other threads
+ * until it is done.
+ */
+static void
+copy_exported(Py_ssize_t *exports, PoolObject *pool, void *dst, const void *src, size_t n)
+{
+	(*exports)++;
+	pool->exports++;
+	Py_BEGIN_ALLOW_THREADS
+	memmove(dst, src, n);
+	Py_END_ALLOW_THREADS
+	(*exports)--;
+	pool->exports--;
+}
+
+/*
  * Copy the view's bytes into the start of @dst with the GIL released.  The
  * copy counts as an export of the view for its duration, so release() and
  * the pool's close() refuse (BufferError) while it runs in another thread.
@@ -415,13 +433,7 @@ View_copy_into(ViewObject *self, PyObject *dst)
 		PyBuffer_Release(&b);
 		return NULL;
 	}
-	self->exports++;
-	self->pool->exports++;
-	Py_BEGIN_ALLOW_THREADS
-	memmove(b.buf, self->view.data, n);
-	Py_END_ALLOW_THREADS
-	self->exports--;
-	self->pool->exports--;
+	copy_exported(&self->exports, self->pool, b.buf, self->view.data, n);
 	PyBuffer_Release(&b);
 	return PyLong_FromSize_t(n);
 }
@@ -652,13 +664,7 @@ Buffer_fill_from(BufferObject *self, PyObject *src)
 		return NULL;
 	}
 	n = b.len;
-	self->exports++;
-	self->pool->exports++;
-	Py_BEGIN_ALLOW_THREADS
-	memmove(self->buf.data, b.buf, (size_t)n);
-	Py_END_ALLOW_THREADS
-	self->exports--;
-	self->pool->exports--;
+	copy_exported(&self->exports, self->pool, self->buf.data, b.buf, (size_t)n);
 	PyBuffer_Release(&b);
 	return PyLong_FromSsize_t(n);
 }
