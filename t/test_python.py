@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -868,6 +869,57 @@ def test_copies_release_the_gil(pooldir):
         stop.set()
         t.join()
         pool.close()
+
+
+def holder(path, q):
+    """Create the pool, so holding its lease, and wait to be stopped."""
+    with open_pool(path, lease_period_ms=1000) as p:
+        q.put(p.stat()["lease_holder_pid"])
+        time.sleep(120)
+
+
+def test_publish_waiting_for_a_stopped_holder_releases_the_gil(pooldir):
+    """A put whose lease holder is stopped (SIGSTOP) waits for the lease to
+    lapse and takes it over; meanwhile other threads run.  With a long
+    switch interval, the main thread's ticks advance only while the putting
+    thread has released the GIL."""
+    q = mp.Queue()
+    pr = mp.Process(target=holder, args=(pooldir, q))
+    pr.start()
+    try:
+        assert q.get(timeout=60) == pr.pid
+        p = marukv.Pool(pooldir)
+        os.kill(pr.pid, signal.SIGSTOP)
+        result = []
+
+        def put():
+            t = time.monotonic()
+            p.put(b"k", b"v" * 100)
+            result.append(time.monotonic() - t)
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(30)
+        t = threading.Thread(target=put)
+        ticks = 0
+        try:
+            t.start()
+            deadline = time.monotonic() + 60
+            while t.is_alive() and time.monotonic() < deadline:
+                ticks += 1
+                time.sleep(0.001)
+        finally:
+            sys.setswitchinterval(old)
+        t.join(60)
+        assert result, "the put did not return within 60 s"
+        assert result[0] >= 0.1, "the put took %.3f s, not waiting for the lease" % result[0]
+        assert ticks >= 20, "%d ticks in the %.3f s the put took" % (ticks, result[0])
+        assert p.stat()["lease_holder_pid"] == os.getpid()
+        with p.get(b"k") as v:
+            assert bytes(v) == b"v" * 100
+        p.close()
+    finally:
+        pr.kill()
+        pr.join()
 
 
 def test_copy_in_progress_blocks_release_and_close(pooldir):
