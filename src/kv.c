@@ -2,7 +2,7 @@
 /*
  * kv.c -- the public key-value calls: argument checks, then the read path
  * (pins, a reused read txn, views into the arena) or the write path
- * (persist the payload, then one request through mkv_commit()).
+ * (persist the payload, then one request through mkv_write(): holder.c).
  */
 #include "config.h"
 
@@ -870,61 +870,9 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 		report->nodes = mkv_nodes_reclaim(pool);
 		flock(pool->dirfd, LOCK_UN);
 	}
-	if (mdb_reader_check(pool->reg.env, &stale) == 0)
+	if ((stale = mkv_reg_reader_check(pool)) > 0)
 		report->readers += (uint32_t)stale;
 	return 0;
-}
-
-/*
- * With MKV_DRY_RUN: what eviction would take now, by age as the holder
- * chooses (the values older than the threshold age, then those of that
- * age, then any), without following chains.
- */
-static void
-evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
-{
-	uint64_t want = (p->nr_pages * free_pct + 99) / 100, have = 0, hand = p->state->clock;
-	uint64_t tick = mkv_tick(p);
-	uint8_t *taken = calloc(p->nr_pages, 1);
-	unsigned age, turns[3];
-	MDB_txn *txn;
-
-	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
-
-		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
-	}
-	report->pages_free = have;
-	if (!taken || have >= want || mkv_reg_rtxn(p, &txn)) {
-		free(taken);
-		return;
-	}
-	age = mkv_age_threshold(p, tick, want - have, false);
-	turns[0] = age + 1;
-	turns[1] = age;
-	turns[2] = 0;
-	for (unsigned t = 0; t < 3; t++)
-		for (uint64_t n = 0; n < p->nr_pages && have < want; n++, hand++) {
-			uint64_t be;
-			MDB_val pk = { sizeof(be), &be }, k, d;
-			struct mkv_entry e;
-
-			if (hand >= p->nr_pages)
-				hand = 0;
-			be = htobe64(hand);
-			if (taken[hand] || mkv_hint_age(tick, __atomic_load_n(&p->hints[hand],
-					__ATOMIC_RELAXED)) < turns[t] ||
-			    mdb_get(txn, p->reg.pages, &pk, &k) || mdb_get(txn, p->reg.entries, &k, &d) ||
-			    d.mv_size != sizeof(e))
-				continue;
-			memcpy(&e, d.mv_data, sizeof(e));
-			taken[hand] = 1;
-			report->keys++;
-			report->pages += e.npages;
-			have += e.npages;
-		}
-	mkv_reg_rtxn_done(p, txn);
-	free(taken);
 }
 
 MKV_EXPORT int
@@ -941,7 +889,9 @@ mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags, struct 
 		return mkv_err(MKV_E_INVAL, "mkv_pool_evict: NULL report, unknown flags or percent over 100");
 	memset(report, 0, sizeof(*report));
 	if (flags & MKV_DRY_RUN) {
-		evict_dry(pool, free_pct, report);
+		if ((rc = mkv_evict_dry(pool, free_pct, report)))
+			return rc;
+		mkv_err_clear();
 		return 0;
 	}
 	if ((rc = check_writable(pool, "mkv_pool_evict")) ||

@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <endian.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,7 +350,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	if (rc)
 		return rc;
 	/* Readers killed inside a txn pin old registry pages: clear them. */
-	if (mdb_reader_check(p->reg.env, &stale) == 0 && stale)
+	if ((stale = mkv_reg_reader_check(p)) > 0)
 		mkv_log(MKV_LOG_INFO, "pool %s: cleared %d stale registry readers", p->path, stale);
 	if ((rc = mdb_txn_begin(p->reg.env, NULL, MDB_RDONLY, &txn)))
 		return mkv_err_mdb(rc, "registry: begin");
@@ -607,4 +608,87 @@ mkv_reg_last_txn(struct mkv_pool *p)
 
 	mdb_env_info(p->reg.env, &info);
 	return info.me_last_txnid;
+}
+
+/*
+ * The key of the value whose first page is page (the pages table), copied
+ * out.  MKV_E_NOTFOUND, without a message, if no value starts there.
+ */
+int
+mkv_reg_page_key(struct mkv_pool *p, MDB_txn *txn, uint64_t page, uint8_t key[MKV_KEY_MAX],
+		size_t *klen)
+{
+	uint64_t be = htobe64(page);
+	MDB_val pk = { sizeof(be), &be }, k;
+	int rc = mdb_get(txn, p->reg.pages, &pk, &k);
+
+	if (rc == MDB_NOTFOUND)
+		return MKV_E_NOTFOUND;
+	if (rc)
+		return mkv_err_mdb(rc, "registry: pages");
+	if ((rc = mkv_reg_val(p, txn, &k, "a pages record")))
+		return rc;
+	if (k.mv_size == 0 || k.mv_size > MKV_KEY_MAX)
+		return mkv_err(MKV_E_CORRUPT, "pool %s: the pages record of page %llu has %zu bytes",
+				p->path, (unsigned long long)page, k.mv_size);
+	memcpy(key, k.mv_data, k.mv_size);
+	*klen = k.mv_size;
+	return 0;
+}
+
+/*
+ * How many published entries name the key of this hash as their parent
+ * (the kids table; a damaged record counts 0).  MKV_E_NOTFOUND, without a
+ * message, if none does.
+ */
+int
+mkv_reg_kids(struct mkv_pool *p, MDB_txn *txn, uint64_t hash, uint64_t *n)
+{
+	MDB_val k = { sizeof(hash), &hash }, d;
+	int rc = mdb_get(txn, p->reg.kids, &k, &d);
+
+	*n = 0;
+	if (rc == MDB_NOTFOUND)
+		return MKV_E_NOTFOUND;
+	if (rc)
+		return mkv_err_mdb(rc, "registry: kids");
+	if ((rc = mkv_reg_val(p, txn, &d, "a kids record")))
+		return rc;
+	if (d.mv_size == sizeof(*n))
+		memcpy(n, d.mv_data, sizeof(*n));
+	return 0;
+}
+
+/*
+ * The storage's own fence, first in every holder's write txn: refuse to
+ * commit under a token (generation, holder) below the one stored in meta;
+ * store ours when it is above.  MKV_E_FENCED: a newer holder committed.
+ */
+int
+mkv_reg_fence(struct mkv_pool *p, MDB_txn *txn)
+{
+	uint64_t gen, holder, mine = p->h.generation, me = p->h.holder_id;
+	int rc;
+
+	if ((rc = mkv_reg_meta_get(p, txn, "generation", &gen)) ||
+	    (rc = mkv_reg_meta_get(p, txn, "holder", &holder)))
+		return rc;
+	if (gen > mine || (gen == mine && holder > me))
+		return mkv_err(MKV_E_FENCED, "pool %s: lease token %llu/%llx superseded by %llu/%llx",
+				p->path, (unsigned long long)mine, (unsigned long long)me,
+				(unsigned long long)gen, (unsigned long long)holder);
+	if (gen == mine && holder == me)
+		return 0;
+	if ((rc = mkv_reg_meta_put(p, txn, "generation", mine)))
+		return rc;
+	return mkv_reg_meta_put(p, txn, "holder", me);
+}
+
+/* Clear the LMDB reader slots of dead processes: how many; -1 (no message) if LMDB could not. */
+int
+mkv_reg_reader_check(struct mkv_pool *p)
+{
+	int stale = 0;
+
+	return mdb_reader_check(p->reg.env, &stale) ? -1 : stale;
 }
