@@ -287,3 +287,22 @@ mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	return rc;
 }
 
+
+/*
+ * One request, not waiting for its answer: committed here if this handle
+ * holds the lease (as mkv_write() would), else posted in our ring as an
+ * asynchronous entry.  *posted: false when it was committed here (its
+ * result is r->result), true when its answer is to be waited for with
+ * mkv_rq_wait(*idx, *seq).  Returns 0, or the error that kept it from
+ * being posted.
+ */
+int
+mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+		uint32_t *seq)
+{
+	*posted = false;
+	if (commit_here(p, r, 1))
+		return 0;
+	*posted = true;
+	return mkv_rq_submit(p, r, true, idx, seq, mkv_write_timeout(p));
+}

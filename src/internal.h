@@ -463,5 +463,7 @@ int mkv_service_start(struct mkv_pool *p);
 void mkv_service_stop(struct mkv_pool *p);
 int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
 int mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
+int mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+		uint32_t *seq);
 
 #endif

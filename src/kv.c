@@ -279,6 +279,7 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	struct mkv_req r;
 	unsigned idx;
 	uint32_t seq;
+	bool posted;
 	int rc;
 
 	mkv_err_clear();
@@ -286,22 +287,17 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
 	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish_async")))
 		return rc;
-	r.slot = pool->slot;
-	r.inc = pool->incarnation;
-	pthread_mutex_lock(&pool->h.lock);
-	if (pool->h.holding && mkv_commit(pool, &r, 1) != MKV_E_FENCED) {
-		pthread_mutex_unlock(&pool->h.lock);
+	if ((rc = mkv_write_async(pool, &r, &posted, &idx, &seq))) {
+		buf_keep(pool, &u);
+		return rc;
+	}
+	if (posted) {
+		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
+		buf_consume(pool, buf, &u, true);
+	} else {
 		ticket->priv_[0] = TICKET_DONE | (uint32_t)r.result;
 		/* a refused publish's pages stay granted to us, for the next allocation */
 		buf_consume(pool, buf, &u, r.result == 0);
-	} else {
-		pthread_mutex_unlock(&pool->h.lock);
-		if ((rc = mkv_rq_submit(pool, &r, true, &idx, &seq, mkv_write_timeout(pool)))) {
-			buf_keep(pool, &u);
-			return rc;
-		}
-		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
-		buf_consume(pool, buf, &u, true);
 	}
 	ticket->priv_[1] = pool->cookie;
 	mkv_err_clear();
