@@ -23,11 +23,9 @@
  */
 #include "config.h"
 
-#include <endian.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 
 #include "internal.h"
@@ -111,33 +109,8 @@ batch_undo(struct mkv_pool *p, struct batch *b)
 	}
 }
 
-/*
- * Count one child more (delta 1) or less (-1) under a parent's key hash.
- * The count lives apart from the parent's entry, so it stays right while
- * the parent is evicted and published again.
- */
 static int
-kids_add(struct mkv_pool *p, MDB_txn *txn, uint64_t parent, int delta)
-{
-	MDB_val k = { sizeof(parent), &parent }, d;
-	uint64_t n = 0;
-	int rc = mdb_get(txn, p->reg.kids, &k, &d);
-
-	if (rc == 0 && d.mv_size == sizeof(n))
-		memcpy(&n, d.mv_data, sizeof(n));
-	else if (rc && rc != MDB_NOTFOUND)
-		return mkv_err_mdb(rc, "chain");
-	n = delta > 0 ? n + 1 : n ? n - 1 : 0;
-	d = (MDB_val){ sizeof(n), &n };
-	if (n)
-		rc = mdb_put(txn, p->reg.kids, &k, &d, 0);
-	else
-		rc = mdb_del(txn, p->reg.kids, &k, NULL);
-	return rc && rc != MDB_NOTFOUND ? mkv_err_mdb(rc, "chain") : 0;
-}
-
-static int
-apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	struct mkv_entry e = {
 		.version = MKV_ENTRY_VERSION,
@@ -145,12 +118,10 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 		.npages = r->ext.npages,
 		.length = r->length,
 		.checksum = r->checksum,
-		.txn = mdb_txn_id(txn),
+		.txn = mkv_reg_txn_id(txn),
 		.parent = r->parent,
 	};
-	uint64_t be = htobe64(r->ext.page), grant = mkv_grant_word(r->slot, r->inc);
-	MDB_val k = { r->klen, (void *)r->key }, d = { sizeof(e), &e };
-	MDB_val pk = { sizeof(be), &be };
+	uint64_t grant = mkv_grant_word(r->slot, r->inc);
 	struct mkv_entry old;
 	bool full;
 	int rc;
@@ -175,18 +146,16 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 	if (full)
 		return mkv_err(MKV_E_NOSPC, "pool %s: registry is full (the rest is kept for deletes)",
 				p->path);
-	if (mdb_get(txn, p->reg.pages, &pk, &d) == 0)
+	if (mkv_reg_page_taken(p, txn, r->ext.page))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
 				(unsigned long long)r->ext.page);
 	/* The pages become the value's before the key can be registered on them. */
 	if (!batch_move(p, b, &r->ext, grant, mkv_held_word(MKV_PG_USED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_INVAL,
 				"publish: buffer is not one granted to this handle");
-	d = (MDB_val){ sizeof(e), &e };
-	if ((rc = mdb_put(txn, p->reg.entries, &k, &d, MDB_NOOVERWRITE)) ||
-	    (rc = mdb_put(txn, p->reg.pages, &pk, &k, MDB_NOOVERWRITE)))
-		return fail(b, mkv_err_mdb(rc, "publish"));
-	if (r->parent && (rc = kids_add(p, txn, r->parent, 1)))
+	if ((rc = mkv_reg_insert(p, txn, r->key, r->klen, &e)))
+		return fail(b, rc);
+	if (r->parent && (rc = mkv_reg_kids_add(p, txn, r->parent, 1)))
 		return fail(b, rc);
 	/* New counts as read now: as young as the values read this round. */
 	mkv_touch(p, r->ext.page);
@@ -196,11 +165,9 @@ apply_publish(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch 
 }
 
 static int
-apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+apply_del(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	struct mkv_entry e;
-	uint64_t be;
-	MDB_val k = { r->klen, (void *)r->key }, pk = { sizeof(be), &be };
 	int rc;
 
 	if ((rc = mkv_check_key(r->key, r->klen)) ||
@@ -213,94 +180,58 @@ apply_del(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 		return rc ? rc : mkv_err(MKV_E_CORRUPT,
 				"pool %s: the page table does not hold the value at page %llu as used",
 				p->path, (unsigned long long)e.page);
-	be = htobe64(e.page);
-	if ((rc = mdb_del(txn, p->reg.entries, &k, NULL)) ||
-	    (rc = mdb_del(txn, p->reg.pages, &pk, NULL)))
-		return fail(b, mkv_err_mdb(rc, "delete"));
-	if (e.parent && (rc = kids_add(p, txn, e.parent, -1)))
+	if ((rc = mkv_reg_remove(p, txn, r->key, r->klen, e.page)))
+		return fail(b, rc);
+	if (e.parent && (rc = mkv_reg_kids_add(p, txn, e.parent, -1)))
 		return fail(b, rc);
 	r->parent = e.parent;
 	b->bytes -= (int64_t)e.length;
 	return 0;
 }
 
+/* Where quarantine_release() puts the pages of the records it drops. */
+struct releasing {
+	struct mkv_pool *p;
+	struct moves *released;
+	uint64_t quar;
+};
+
+static int
+release_one(void *arg, const struct mkv_extent *e)
+{
+	struct releasing *r = arg;
+
+	if (!mkv_extent_ok(r->p, e))
+		return 1;  /* outside the arena: skipped, as damage */
+	return moves_add(r->released, e, r->quar, MKV_PG_FREE);
+}
+
 /*
- * Drop freed records that no live pin can still need; collect their pages.
- * A record damaged beyond use (a key that is no txn id, a value that is no
- * array of extents) is left where it is, and extents outside the arena
- * are skipped: its pages, if any, stay quarantined until a new holder
- * rebuilds the table, and verify reports it.
+ * Drop freed records that no live pin can still need; collect their pages
+ * (damaged records stay: see mkv_reg_freed_pop()).
  */
 static int
-quarantine_release(struct mkv_pool *p, MDB_txn *txn, struct moves *released)
+quarantine_release(struct mkv_pool *p, struct mkv_txn *txn, struct moves *released)
 {
-	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
-	MDB_cursor *c;
-	MDB_val k, d;
-	uint64_t first, last, min;
-	bool damaged = false;
-	int rc;
+	struct releasing r = { p, released, mkv_held_word(MKV_PG_QUARANTINED, p->h.generation) };
+	uint64_t last;
+	int rc = mkv_reg_freed_last(p, txn, &last);
 
-	if ((rc = mdb_cursor_open(txn, p->reg.freed, &c)))
-		return mkv_err_mdb(rc, "quarantine");
-	rc = mdb_cursor_get(c, &k, &d, MDB_LAST);
-	if (rc) {
-		rc = rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "quarantine");
-		goto out;
-	}
-	if (k.mv_size == sizeof(last))
-		memcpy(&last, k.mv_data, sizeof(last));
-	else
-		last = htobe64(UINT64_MAX);
-	min = mkv_epoch_min_pin(p, be64toh(last));
-	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
-		const struct mkv_extent *x = d.mv_data;
-
-		if (k.mv_size != sizeof(first) || d.mv_size % sizeof(*x) || d.mv_size == 0) {
-			damaged = true;
-			continue;
-		}
-		memcpy(&first, k.mv_data, sizeof(first));
-		if (be64toh(first) >= min)
-			break;
-		for (size_t i = 0; i < d.mv_size / sizeof(*x); i++) {
-			struct mkv_extent e;
-
-			memcpy(&e, &x[i], sizeof(e));
-			if (!mkv_extent_ok(p, &e)) {
-				damaged = true;
-				continue;
-			}
-			if ((rc = moves_add(released, &e, quar, MKV_PG_FREE)))
-				goto out;
-		}
-		if ((rc = mdb_cursor_del(c, 0))) {
-			rc = mkv_err_mdb(rc, "quarantine");
-			goto out;
-		}
-	}
-	if (rc == 0 || rc == MDB_NOTFOUND)
-		rc = 0;
-	else
-		rc = mkv_err_mdb(rc, "quarantine");
-	if (damaged)
-		mkv_log(MKV_LOG_WARN, "pool %s: damaged quarantine records skipped", p->path);
-out:
-	mdb_cursor_close(c);
-	return rc;
+	if (rc == MKV_E_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	return mkv_reg_freed_pop(p, txn, mkv_epoch_min_pin(p, last), release_one, &r);
 }
 
 static int
-record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
+record_dels(struct mkv_pool *p, struct mkv_txn *txn, const struct batch *b)
 {
-	uint64_t id = htobe64(mdb_txn_id(txn)), total, quar;
+	uint64_t total, quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	struct mkv_extent *x;
-	MDB_val k = { sizeof(id), &id }, d = { 0, NULL };
 	size_t n = 0;
 	int rc;
 
-	quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	for (size_t i = 0; i < b->done.n; i++)
 		n += b->done.v[i].to == quar;
 	if (n) {
@@ -310,14 +241,10 @@ record_dels(struct mkv_pool *p, MDB_txn *txn, const struct batch *b)
 		for (size_t i = 0; i < b->done.n; i++)
 			if (b->done.v[i].to == quar)
 				x[n++] = b->done.v[i].ext;
-		/* txn ids are never reused: a record under ours already is damage, replaced */
-		if (mdb_get(txn, p->reg.freed, &k, &d) == 0)
-			mkv_log(MKV_LOG_WARN, "pool %s: a damaged quarantine record replaced", p->path);
-		d = (MDB_val){ n * sizeof(*x), x };
-		rc = mdb_put(txn, p->reg.freed, &k, &d, 0);
+		rc = mkv_reg_freed_put(p, txn, x, n);
 		free(x);
 		if (rc)
-			return mkv_err_mdb(rc, "delete");
+			return rc;
 	}
 	if (b->bytes == 0)
 		return 0;
@@ -336,7 +263,7 @@ room(const struct mkv_pool *p)
 /* How the eviction policy deletes, inside this txn (see mkv_evict_del_fn). */
 struct evicting {
 	struct mkv_pool *p;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	struct batch *b;
 };
 
@@ -357,7 +284,7 @@ evict_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint6
 
 /* Evict until free and quarantined pages reach want (evict.c); count them in meta. */
 static int
-evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
+evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
 {
 	struct evicting e = { p, txn, b };
 	uint64_t total;
@@ -394,7 +321,7 @@ grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_exte
 }
 
 static int
-grant_or_evict(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	uint64_t grant = mkv_grant_word(r->slot, r->inc), want, evicted;
 	int rc = grant_pages(p, b, grant, &r->ext), e;
@@ -432,7 +359,7 @@ requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
 }
 
 static int
-apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
+apply(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
 	uint64_t grant = mkv_grant_word(r->slot, r->inc);
 
@@ -489,21 +416,15 @@ apply(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r, struct batch *b)
 
 /* Whether the registry recorded this request as applied; its answer if so. */
 static int
-replay(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r)
+replay(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r)
 {
-	uint64_t id = htobe64(r->rq);
-	MDB_val k = { sizeof(id), &id }, d;
 	struct mkv_answer_rec a;
-	int rc = mdb_get(txn, p->reg.answers, &k, &d);
+	int rc = mkv_reg_answer_get(p, txn, r->rq, &a);
 
-	if (rc == MDB_NOTFOUND)
+	if (rc == MKV_E_NOTFOUND)
 		return 0;
 	if (rc)
-		return mkv_err_mdb(rc, "answers");
-	if (d.mv_size != sizeof(a))
-		return mkv_err(MKV_E_CORRUPT, "pool %s: answer record of %zu bytes", p->path,
-				d.mv_size);
-	memcpy(&a, d.mv_data, sizeof(a));
+		return rc;
 	if (a.inc != r->inc || a.seq != r->seq)
 		return 0;
 	r->result = a.result;
@@ -514,16 +435,13 @@ replay(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *r)
 }
 
 static int
-record(struct mkv_pool *p, MDB_txn *txn, const struct mkv_req *r)
+record(struct mkv_pool *p, struct mkv_txn *txn, const struct mkv_req *r)
 {
-	uint64_t id = htobe64(r->rq);
 	bool counts = r->op == MKV_OP_RECLAIM || r->op == MKV_OP_EVICT;
 	struct mkv_answer_rec a = { r->inc, r->seq, r->result, 0, counts ? r->out : r->ext.page,
 			r->ext.npages };
-	MDB_val k = { sizeof(id), &id }, d = { sizeof(a), &a };
-	int rc = mdb_put(txn, p->reg.answers, &k, &d, 0);
 
-	return rc ? mkv_err_mdb(rc, "answers") : 0;
+	return mkv_reg_answer_put(p, txn, r->rq, &a);
 }
 
 /*
@@ -531,7 +449,7 @@ record(struct mkv_pool *p, MDB_txn *txn, const struct mkv_req *r)
  * if it is not valid, and check our token against the registry's.
  */
 static int
-txn_begin(struct mkv_pool *p, MDB_txn **txn)
+txn_begin(struct mkv_pool *p, struct mkv_txn **txn)
 {
 	int rc;
 
@@ -556,7 +474,7 @@ txn_begin(struct mkv_pool *p, MDB_txn **txn)
  * that fails the txn.
  */
 static int
-apply_all(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *reqs, unsigned n, struct batch *b)
+apply_all(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *reqs, unsigned n, struct batch *b)
 {
 	int rc;
 
@@ -582,7 +500,7 @@ apply_all(struct mkv_pool *p, MDB_txn *txn, struct mkv_req *reqs, unsigned n, st
  * no pin needs, the record of this txn's deletes.
  */
 static int
-txn_end(struct mkv_pool *p, MDB_txn *txn, struct batch *b)
+txn_end(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 {
 	uint64_t evicted;
 	int rc = 0;
@@ -609,7 +527,7 @@ txn_end(struct mkv_pool *p, MDB_txn *txn, struct batch *b)
 static int
 commit_txn(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b)
 {
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	int rc = txn_begin(p, &txn);
 
 	if (rc)

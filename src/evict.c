@@ -92,7 +92,7 @@ hmap_get(struct hmap *m, uint64_t hash, bool add)
  */
 struct sweep {
 	struct mkv_pool *p;
-	MDB_txn *txn;             /* the registry as the policy reads it */
+	struct mkv_txn *txn;             /* the registry as the policy reads it */
 	mkv_evict_del_fn del;
 	void *arg;
 	uint64_t tick, hand;
@@ -286,7 +286,7 @@ sweep(struct sweep *w)
  * by the holder inside its txn.  *evicted: how many values went.
  */
 int
-mkv_evict_to(struct mkv_pool *p, MDB_txn *txn, uint64_t have, uint64_t want,
+mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_t want,
 		mkv_evict_del_fn del, void *arg, uint64_t *evicted)
 {
 	struct sweep w = { .p = p, .txn = txn, .del = del, .arg = arg, .tick = mkv_tick(p),

@@ -6,7 +6,6 @@
  */
 #include "config.h"
 
-#include <endian.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,7 +517,7 @@ MKV_EXPORT int
 mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *view)
 {
 	struct mkv_entry e;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	uint64_t epoch;
 	int rc;
 
@@ -563,26 +562,25 @@ mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 MKV_EXPORT int
 mkv_exists(struct mkv_pool *pool, const void *key, size_t klen)
 {
-	MDB_txn *txn;
-	MDB_val k = { klen, (void *)key }, d;
+	struct mkv_txn *txn;
 	int rc;
 
 	mkv_err_clear();
 	if ((rc = check_pool(pool, "mkv_exists")) || (rc = mkv_check_key(key, klen)) ||
 	    (rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
-	rc = mdb_get(txn, pool->reg.entries, &k, &d);
+	rc = mkv_reg_exists(pool, txn, key, klen);
 	mkv_reg_rtxn_done(pool, txn);
-	mkv_client_count(pool, rc == 0, rc == MDB_NOTFOUND);
-	if (rc == MDB_NOTFOUND)
+	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
+	if (rc == MKV_E_NOTFOUND)
 		return 0;
-	return rc ? mkv_err_mdb(rc, "mkv_exists") : 1;
+	return rc ? rc : 1;
 }
 
 MKV_EXPORT int
 mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *hits)
 {
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	size_t i = 0;
 	int rc;
 
@@ -597,16 +595,12 @@ mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size
 		return 0;
 	if ((rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
-	for (; i < n; i++) {
-		MDB_val k = { keys[i].len, (void *)keys[i].data }, d;
-
-		rc = mdb_get(txn, pool->reg.entries, &k, &d);
-		if (rc)
+	for (; i < n; i++)
+		if ((rc = mkv_reg_exists(pool, txn, keys[i].data, keys[i].len)))
 			break;
-	}
 	mkv_reg_rtxn_done(pool, txn);
-	if (rc && rc != MDB_NOTFOUND)
-		return mkv_err_mdb(rc, "mkv_prefix_len");
+	if (rc && rc != MKV_E_NOTFOUND)
+		return rc;
 	mkv_client_count(pool, i, i < n);
 	*hits = i;
 	return 0;
@@ -617,7 +611,7 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 		struct mkv_view *views, size_t *found)
 {
 	struct mkv_entry e;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	uint64_t epoch;
 	size_t nfound = 0, i;
 	int rc = 0;
@@ -699,45 +693,40 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->lease_heartbeat_age_ms = mkv_age_ms(__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST));
 }
 
-MKV_EXPORT int
-mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
+/* What the registry says: entries, bytes, evictions, watermarks, its use of its file. */
+static int
+registry_stat(struct mkv_pool *p, struct mkv_stat *st)
 {
-	struct stat fst;
-	uint64_t wm_low = 0, wm_high = 0;
-	MDB_stat ms;
-	MDB_envinfo info;
-	MDB_txn *txn;
+	uint64_t wm_low = 0, wm_high = 0, entries = 0;
+	struct mkv_txn *txn;
 	int rc;
 
-	mkv_err_clear();
-	if ((rc = check_pool(pool, "mkv_pool_stat")))
+	if ((rc = mkv_reg_rtxn(p, &txn)))
 		return rc;
-	if (!st)
-		return mkv_err(MKV_E_INVAL, "mkv_pool_stat: st is NULL");
-	memset(st, 0, sizeof(*st));
-	if ((rc = mkv_reg_rtxn(pool, &txn)))
-		return rc;
-	rc = mdb_stat(txn, pool->reg.entries, &ms);
-	if (rc)
-		rc = mkv_err_mdb(rc, "mkv_pool_stat");
-	else if (!(rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored)) &&
-		 !(rc = mkv_reg_meta_get(pool, txn, "evictions", &st->evictions)) &&
-		 !(rc = mkv_reg_meta_get(pool, txn, "wm_low", &wm_low)))
-		rc = mkv_reg_meta_get(pool, txn, "wm_high", &wm_high);
-	mkv_reg_rtxn_done(pool, txn);
+	if (!(rc = mkv_reg_count(p, txn, MKV_TABLE_ENTRIES, &entries)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "bytes", &st->bytes_stored)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "evictions", &st->evictions)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "wm_low", &wm_low)))
+		rc = mkv_reg_meta_get(p, txn, "wm_high", &wm_high);
+	mkv_reg_rtxn_done(p, txn);
 	if (rc)
 		return rc;
-	st->entries = ms.ms_entries - MKV_TABLES;
+	st->entries = entries;
 	st->low_watermark = (uint32_t)wm_low;
 	st->high_watermark = (uint32_t)wm_high;
-	mdb_env_info(pool->reg.env, &info);
-	st->registry_size = pool->sb->registry_size;
-	st->registry_used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-	st->format_version = pool->sb->version;
-	st->page_size = (uint32_t)pool->page_size;
-	st->pages_total = pool->nr_pages;
-	for (uint64_t i = 0; i < pool->nr_pages; i++) {
-		switch (MKV_PG_STATE(mkv_pt_load(pool, i))) {
+	st->registry_size = p->sb->registry_size;
+	st->registry_used = mkv_reg_used(p);
+	return 0;
+}
+
+/* The page table's states, counted. */
+static void
+pages_stat(struct mkv_pool *p, struct mkv_stat *st)
+{
+	st->page_size = (uint32_t)p->page_size;
+	st->pages_total = p->nr_pages;
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		switch (MKV_PG_STATE(mkv_pt_load(p, i))) {
 		case MKV_PG_FREE:
 			st->pages_free++;
 			break;
@@ -752,6 +741,24 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 			break;
 		}
 	}
+}
+
+MKV_EXPORT int
+mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
+{
+	struct stat fst;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = check_pool(pool, "mkv_pool_stat")))
+		return rc;
+	if (!st)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_stat: st is NULL");
+	memset(st, 0, sizeof(*st));
+	if ((rc = registry_stat(pool, st)))
+		return rc;
+	st->format_version = pool->sb->version;
+	pages_stat(pool, st);
 	st->max_clients = pool->sb->max_clients;
 	if (fstat(pool->super_fd, &fst) == 0) {
 		st->mode = fst.st_mode & 07777;

@@ -445,7 +445,7 @@ static uint64_t
 next_generation(struct mkv_pool *p, uint64_t lease_gen)
 {
 	uint64_t reg_gen = 0;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 
 	if (mkv_reg_rtxn(p, &txn) == 0) {
 		if (mkv_reg_meta_get(p, txn, "generation", &reg_gen))

@@ -23,40 +23,53 @@
 
 #include "internal.h"
 
+/* What recover_marks() marks in: a byte per page, the kind of ownership. */
+struct marking {
+	struct mkv_pool *p;
+	uint8_t *mark;
+};
+
+static int
+mark_entry(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct marking *m = arg;
+	struct mkv_entry e;
+
+	(void)key;
+	(void)klen;
+	if (vlen != sizeof(e))
+		return 0;
+	memcpy(&e, val, sizeof(e));
+	if (mkv_extent_ok(m->p, &(struct mkv_extent){ e.page, e.npages }))
+		memset(m->mark + e.page, MKV_PG_USED, e.npages);
+	return 0;
+}
+
+static int
+mark_freed(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct marking *m = arg;
+
+	(void)key;
+	(void)klen;
+	for (size_t i = 0; i < vlen / sizeof(struct mkv_extent); i++) {
+		struct mkv_extent e;
+
+		memcpy(&e, (const char *)val + i * sizeof(e), sizeof(e));
+		if (mkv_extent_ok(m->p, &e))
+			memset(m->mark + e.page, MKV_PG_QUARANTINED, e.npages);
+	}
+	return 0;
+}
+
 /* Mark every page the registry owns, with the kind of ownership. */
 static int
-recover_marks(struct mkv_pool *p, MDB_txn *txn, uint8_t *mark)
+recover_marks(struct mkv_pool *p, struct mkv_txn *txn, uint8_t *mark)
 {
-	MDB_cursor *c;
-	MDB_val k, d;
-	int rc;
+	struct marking m = { p, mark };
+	int rc = mkv_reg_scan(p, txn, MKV_TABLE_ENTRIES, mark_entry, &m);
 
-	if ((rc = mdb_cursor_open(txn, p->reg.entries, &c)))
-		return mkv_err_mdb(rc, "recover");
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
-		struct mkv_entry e;
-
-		if (mkv_reg_is_table(&k) || d.mv_size != sizeof(e))
-			continue;
-		memcpy(&e, d.mv_data, sizeof(e));
-		if (!mkv_extent_ok(p, &(struct mkv_extent){ e.page, e.npages }))
-			continue;
-		memset(mark + e.page, MKV_PG_USED, e.npages);
-	}
-	mdb_cursor_close(c);
-	if ((rc = mdb_cursor_open(txn, p->reg.freed, &c)))
-		return mkv_err_mdb(rc, "recover");
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
-		for (size_t i = 0; i < d.mv_size / sizeof(struct mkv_extent); i++) {
-			struct mkv_extent e;
-
-			memcpy(&e, (const char *)d.mv_data + i * sizeof(e), sizeof(e));
-			if (mkv_extent_ok(p, &e))
-				memset(mark + e.page, MKV_PG_QUARANTINED, e.npages);
-		}
-	}
-	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : mkv_err_mdb(rc, "recover");
+	return rc ? rc : mkv_reg_scan(p, txn, MKV_TABLE_FREED, mark_freed, &m);
 }
 
 /*
@@ -110,7 +123,7 @@ recover_pending(struct mkv_pool *p, const uint8_t *mark)
 
 /* The watermarks stored in the registry; the defaults if they are damaged. */
 static int
-recover_watermarks(struct mkv_pool *p, MDB_txn *txn)
+recover_watermarks(struct mkv_pool *p, struct mkv_txn *txn)
 {
 	uint64_t wm_low, wm_high;
 	int rc;
@@ -179,7 +192,7 @@ mkv_recover(struct mkv_pool *p)
 {
 	uint64_t leaked;
 	uint8_t *mark;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	int rc, stale;
 
 	mark = calloc(p->nr_pages, 1);
