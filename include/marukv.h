@@ -319,12 +319,15 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
 /** Publish without recording checksums: hashing a value costs more than copying it. */
 #define MKV_NOCHECKSUM 0x8U
 #define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY | MKV_NOCHECKSUM)
+/** The pool mkv_pool_open() opens for a NULL path when $MARUKV_POOL is unset or empty. */
+#define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
 /**
  * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it
  * does not exist yet.
  * @param path  pool directory; NULL means $MARUKV_POOL (unless empty),
- *              else /dev/shm/marukv.  An empty string is MKV_E_INVAL.
+ *              else MKV_DEFAULT_POOL (/dev/shm/marukv).  An empty string
+ *              is MKV_E_INVAL.
  * @param flags MKV_CREATE, MKV_RDONLY (not both).
  * @param opts  creation parameters, or NULL for the defaults; not retained.
  * @param out   the handle on success, NULL on failure.

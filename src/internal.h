@@ -17,7 +17,6 @@
 #define MKV_FILE_REGISTRY "registry.mdb"
 #define MKV_FILE_LOCK "registry.mdb-lock"
 #define MKV_FILE_DATA "data"
-#define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
 struct pmem2_map;
 struct mkv_req;
