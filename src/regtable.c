@@ -29,17 +29,35 @@ table_dbi(const struct mkv_pool *p, enum mkv_table t)
 		p->reg->freed;
 }
 
+/*
+ * The value under key in a table, checked to lie inside LMDB's map: 0,
+ * MKV_E_NOTFOUND without a message, or the error (table names the table
+ * in it, rec the kind of record).
+ */
+static int
+table_get(struct mkv_pool *p, struct mkv_txn *txn, MDB_dbi dbi, const void *key, size_t klen,
+		MDB_val *d, const char *table, const char *rec)
+{
+	MDB_val k = { klen, (void *)key };
+	int rc = mdb_get(reg_txn(txn), dbi, &k, d);
+
+	if (rc == MDB_NOTFOUND)
+		return MKV_E_NOTFOUND;
+	if (rc)
+		return mkv_reg_err(rc, table);
+	return mkv_reg_val(p, reg_txn(txn), d, rec);
+}
+
 int
 mkv_reg_meta_get(struct mkv_pool *p, struct mkv_txn *txn, const char *name, uint64_t *v)
 {
-	MDB_val k = { strlen(name), (void *)name }, d;
-	int rc = mdb_get(reg_txn(txn), p->reg->meta, &k, &d);
+	MDB_val d;
+	int rc = table_get(p, txn, p->reg->meta, name, strlen(name), &d, "registry: meta",
+			"a meta value");
 
-	if (rc == MDB_NOTFOUND)
+	if (rc == MKV_E_NOTFOUND)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta lacks %s", p->path, name);
 	if (rc)
-		return mkv_reg_err(rc, "registry: meta");
-	if ((rc = mkv_reg_val(p, reg_txn(txn), &d, "a meta value")))
 		return rc;
 	if (d.mv_size != sizeof(*v))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry meta %s has %zu bytes",
@@ -87,14 +105,12 @@ int
 mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		struct mkv_entry *e)
 {
-	MDB_val k = { klen, (void *)key }, d;
-	int rc = mdb_get(reg_txn(txn), p->reg->entries, &k, &d);
+	MDB_val d;
+	int rc = table_get(p, txn, p->reg->entries, key, klen, &d, "registry: lookup", "an entry");
 
-	if (rc == MDB_NOTFOUND)
+	if (rc == MKV_E_NOTFOUND)
 		return mkv_err(MKV_E_NOTFOUND, "no such key");
 	if (rc)
-		return mkv_reg_err(rc, "registry: lookup");
-	if ((rc = mkv_reg_val(p, reg_txn(txn), &d, "an entry")))
 		return rc;
 	if (d.mv_size != sizeof(*e))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry entry of %zu bytes", p->path,
@@ -172,14 +188,11 @@ mkv_reg_page_key(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page,
 		uint8_t key[MKV_KEY_MAX], size_t *klen)
 {
 	uint64_t be = htobe64(page);
-	MDB_val pk = { sizeof(be), &be }, k;
-	int rc = mdb_get(reg_txn(txn), p->reg->pages, &pk, &k);
+	MDB_val k;
+	int rc = table_get(p, txn, p->reg->pages, &be, sizeof(be), &k, "registry: pages",
+			"a pages record");
 
-	if (rc == MDB_NOTFOUND)
-		return MKV_E_NOTFOUND;
 	if (rc)
-		return mkv_reg_err(rc, "registry: pages");
-	if ((rc = mkv_reg_val(p, reg_txn(txn), &k, "a pages record")))
 		return rc;
 	if (k.mv_size == 0 || k.mv_size > MKV_KEY_MAX)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: the pages record of page %llu has %zu bytes",
@@ -197,15 +210,12 @@ mkv_reg_page_key(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page,
 int
 mkv_reg_kids(struct mkv_pool *p, struct mkv_txn *txn, uint64_t hash, uint64_t *n)
 {
-	MDB_val k = { sizeof(hash), &hash }, d;
-	int rc = mdb_get(reg_txn(txn), p->reg->kids, &k, &d);
+	MDB_val d;
+	int rc = table_get(p, txn, p->reg->kids, &hash, sizeof(hash), &d, "registry: kids",
+			"a kids record");
 
 	*n = 0;
-	if (rc == MDB_NOTFOUND)
-		return MKV_E_NOTFOUND;
 	if (rc)
-		return mkv_reg_err(rc, "registry: kids");
-	if ((rc = mkv_reg_val(p, reg_txn(txn), &d, "a kids record")))
 		return rc;
 	if (d.mv_size == sizeof(*n))
 		memcpy(n, d.mv_data, sizeof(*n));
@@ -347,14 +357,11 @@ mkv_reg_answer_get(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
 		struct mkv_answer_rec *a)
 {
 	uint64_t id = htobe64(rq);
-	MDB_val k = { sizeof(id), &id }, d;
-	int rc = mdb_get(reg_txn(txn), p->reg->answers, &k, &d);
+	MDB_val d;
+	int rc = table_get(p, txn, p->reg->answers, &id, sizeof(id), &d, "answers",
+			"an answer record");
 
-	if (rc == MDB_NOTFOUND)
-		return MKV_E_NOTFOUND;
 	if (rc)
-		return mkv_reg_err(rc, "answers");
-	if ((rc = mkv_reg_val(p, reg_txn(txn), &d, "an answer record")))
 		return rc;
 	if (d.mv_size != sizeof(*a))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: answer record of %zu bytes", p->path,
