@@ -444,9 +444,10 @@ struct mkv_evict {
  * Evict keys until at least @p free_pct percent of the pages are free or
  * quarantined, least recently read first, and the blocks of a chain (see
  * mkv_publish_chain()) from its tail to its head.  Views of evicted keys
- * stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
- * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full, as for
- * mkv_del()), MKV_E_INTERNAL.
+ * stay valid.  With MKV_DRY_RUN, the same policy runs over a snapshot and
+ * only counts.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown
+ * flags), MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full,
+ * as for mkv_del()), MKV_E_NOMEM, MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
 		struct mkv_evict *report);
