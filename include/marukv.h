@@ -319,12 +319,15 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
 /** Publish without recording checksums: hashing a value costs more than copying it. */
 #define MKV_NOCHECKSUM 0x8U
 #define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY | MKV_NOCHECKSUM)
+/** The pool mkv_pool_open() opens for a NULL path when $MARUKV_POOL is unset or empty. */
+#define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
 /**
  * Open the pool at @p path, creating it if @p flags has MKV_CREATE and it
  * does not exist yet.
  * @param path  pool directory; NULL means $MARUKV_POOL (unless empty),
- *              else /dev/shm/marukv.  An empty string is MKV_E_INVAL.
+ *              else MKV_DEFAULT_POOL (/dev/shm/marukv).  An empty string
+ *              is MKV_E_INVAL.
  * @param flags MKV_CREATE, MKV_RDONLY (not both).
  * @param opts  creation parameters, or NULL for the defaults; not retained.
  * @param out   the handle on success, NULL on failure.
@@ -441,9 +444,10 @@ struct mkv_evict {
  * Evict keys until at least @p free_pct percent of the pages are free or
  * quarantined, least recently read first, and the blocks of a chain (see
  * mkv_publish_chain()) from its tail to its head.  Views of evicted keys
- * stay valid.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown flags),
- * MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full, as for
- * mkv_del()), MKV_E_INTERNAL.
+ * stay valid.  With MKV_DRY_RUN, the same policy runs over a snapshot and
+ * only counts.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown
+ * flags), MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full,
+ * as for mkv_del()), MKV_E_NOMEM, MKV_E_INTERNAL.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
 		struct mkv_evict *report);

@@ -1684,7 +1684,7 @@ static PyTypeObject Pool_Type = {
 	"Pool(path=None, create=False, readonly=False, verify=False,\n"
 	"     nochecksum=False, **options)\n--\n\n"
 	"Open the marukv pool at path (a directory; None: $MARUKV_POOL, else\n"
-	"/dev/shm/marukv).  create=True creates it if absent; readonly=True opens\n"
+	MKV_DEFAULT_POOL ").  create=True creates it if absent; readonly=True opens\n"
 	"it for lookups only (write calls raise ReadOnly); verify=True checks each\n"
 	"value's checksum on get(); nochecksum=True publishes values without one.\n\n"
 	"Creation options (used only when this call creates the pool), keyword\n"

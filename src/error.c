@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <lmdb.h>
 #include <libpmem2.h>
 
 #include "internal.h"
@@ -35,46 +34,6 @@ mkv_err(int code, const char *fmt, ...)
 	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
 	va_end(ap);
 	return code;
-}
-
-/* LMDB's positive errno values and MDB_* codes, translated. */
-int
-mkv_err_mdb(int rc, const char *what)
-{
-	int code;
-
-	switch (rc) {
-	case MDB_NOTFOUND:
-		code = MKV_E_NOTFOUND;
-		break;
-	case MDB_KEYEXIST:
-		code = MKV_E_EXISTS;
-		break;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-	case MDB_PAGE_FULL:
-		code = MKV_E_NOSPC;
-		break;
-	case MDB_READERS_FULL:
-		code = MKV_E_USERS;
-		break;
-	case MDB_CORRUPTED:
-	case MDB_PAGE_NOTFOUND:
-	case MDB_INVALID:
-	case MDB_PANIC:
-		code = MKV_E_CORRUPT;
-		break;
-	case MDB_VERSION_MISMATCH:
-		code = MKV_E_VERSION;
-		break;
-	case MDB_BAD_VALSIZE:
-		code = MKV_E_INVAL;
-		break;
-	default:
-		code = rc > 0 ? -rc : MKV_E_INTERNAL;
-		break;
-	}
-	return mkv_err(code, "%s: %s", what, mdb_strerror(rc));
 }
 
 int

@@ -10,8 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <lmdb.h>
-
 #include "marukv.h"
 #include "layout.h"
 
@@ -19,7 +17,6 @@
 #define MKV_FILE_REGISTRY "registry.mdb"
 #define MKV_FILE_LOCK "registry.mdb-lock"
 #define MKV_FILE_DATA "data"
-#define MKV_DEFAULT_POOL "/dev/shm/marukv"
 
 struct pmem2_map;
 struct mkv_req;
@@ -27,7 +24,6 @@ struct mkv_req;
 /* error.c */
 void mkv_err_clear(void);
 int mkv_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int mkv_err_mdb(int rc, const char *what);
 int mkv_err_pmem2(int rc, const char *what);
 
 /* log.c */
@@ -44,18 +40,6 @@ struct mkv_mapping {
 };
 int mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
 void mkv_unmap(struct mkv_mapping *m);
-
-/* registry.c: the LMDB environment */
-struct mkv_registry {
-	MDB_env *env;
-	MDB_dbi entries, pages, freed, meta, answers, kids;
-	MDB_txn *ready;        /* a reset read txn, taken and put back by exchange */
-	pthread_mutex_t lock;  /* guards the read-txn cache */
-	MDB_txn **rtxn;        /* more reset read txns ready for renew */
-	unsigned nrtxn, cap;
-	const char *map;       /* LMDB's map of the file, and its size */
-	size_t mapsize;
-};
 
 /* epoch.c: this client's outstanding views, by the txn they pinned */
 struct mkv_epoch_ent {
@@ -113,6 +97,7 @@ struct mkv_holder {
 };
 
 /* ring.c: this client's request entries */
+#define MKV_MAX_BATCH 256  /* requests the holder takes into one txn */
 struct mkv_answer {
 	uint32_t seq;
 	int result;
@@ -128,6 +113,7 @@ struct mkv_rqs {
 	uint32_t seq;             /* last sequence number used */
 	struct mkv_answer *kept;  /* answers taken off the ring before mkv_wait() */
 	unsigned nkept, capkept;
+	void (*idle)(struct mkv_pool *p);  /* between slices of a wait (mkv_rq_init()) */
 };
 
 /* client.c: watching other nodes' clients' heartbeats, by our own clock */
@@ -170,7 +156,7 @@ struct mkv_pool {
 	bool forked;              /* inherited across fork(): only close works */
 	gid_t create_gid;         /* while creating: the pool's group, or -1 */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
-	struct mkv_registry reg;
+	struct mkv_registry *reg; /* registry.h */
 	struct mkv_epochs epochs;
 	struct mkv_grants grants;
 	struct mkv_handout bufs, views;
@@ -198,27 +184,7 @@ static inline void mkv_full_fence(void)
 /* kv.c */
 uint64_t mkv_checksum(const void *buf, size_t len);
 uint64_t mkv_key_hash(const void *key, size_t klen);
-bool mkv_reg_is_table(const MDB_val *key);
-void mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table);
-/* Eviction's ages: a hint is the tick (1 to 255) of the last read, 0 none. */
-#define MKV_AGE_CAP 160U
-static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)
-{
-	return hint ? (unsigned)((tick + 255 - hint) % 255) : MKV_AGE_CAP;
-}
-/* The holder's tick, 1 to 255 whatever the shared word holds (0 before the first round: 1). */
-static inline uint64_t mkv_tick(const struct mkv_pool *p)
-{
-	uint64_t tick = __atomic_load_n(&p->state->tick, __ATOMIC_RELAXED);
-
-	return tick ? (tick - 1) % 255 + 1 : 1;
-}
-/* A read of the value at page: a plain store, no lock and no registry write. */
-static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
-{
-	__atomic_store_n(&p->hints[page], (uint8_t)mkv_tick(p), __ATOMIC_RELAXED);
-}
-unsigned mkv_age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap);
+void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
 
 /* pool.c */
 struct mkv_opts {
@@ -259,39 +225,63 @@ uint64_t mkv_fnv1a(const void *buf, size_t len);
 int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size,
 		char *devname, size_t devname_len, uint64_t *align);
 
-/* registry.c */
+/*
+ * The registry, the one owner of LMDB: registry.c, regtxn.c, regtable.c
+ * and regcheck.c (registry.h is theirs alone).  A registry txn is a
+ * struct mkv_txn.
+ */
+struct mkv_txn;
+/* registry.c: the environment */
 int mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_opts *opts);
 int mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb);
 void mkv_reg_close(struct mkv_pool *p);
 void mkv_reg_forget(struct mkv_pool *p);
-int mkv_reg_wtxn(struct mkv_pool *p, MDB_txn **txn);
-int mkv_reg_wtxn_end(struct mkv_pool *p, MDB_txn *txn, bool commit);
-int mkv_reg_rtxn(struct mkv_pool *p, MDB_txn **txn);
-void mkv_reg_rtxn_done(struct mkv_pool *p, MDB_txn *txn);
-int mkv_reg_lookup(struct mkv_pool *p, MDB_txn *txn, const void *key, size_t klen,
-		struct mkv_entry *e);
-uint64_t mkv_reg_last_txn(struct mkv_pool *p);
-int mkv_reg_full(struct mkv_pool *p, bool *full);
-int mkv_reg_meta_get(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t *v);
-int mkv_reg_meta_put(struct mkv_pool *p, MDB_txn *txn, const char *name, uint64_t v);
-int mkv_check_key(const void *key, size_t klen);
-/* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
-int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
 /* Walk the read txn's snapshot (regcheck.c), renewing the txn if a writer overwrote its meta */
-int mkv_reg_walk(struct mkv_pool *p, MDB_txn *txn);
-
-/* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */
-struct mkv_regcheck {
-	int fd;                  /* registry.mdb */
-	const char *pool;        /* the pool's path, for messages */
-	uint64_t map_size;       /* LMDB's map size: super's registry_size */
-	/* what a walk found */
-	uint64_t first_key_off;  /* file offset of the main database's first key; 0: empty */
-	uint64_t pages;          /* pages of the snapshot's trees and overflow runs */
-	uint64_t free_pages;     /* pages on its free list */
-};
-int mkv_regcheck_metas(struct mkv_regcheck *c);
-int mkv_regcheck_walk(struct mkv_regcheck *c, uint64_t txnid);
+int mkv_reg_walk(struct mkv_pool *p, struct mkv_txn *txn);
+void mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table);
+int mkv_check_key(const void *key, size_t klen);
+/* regtxn.c: transactions, and the room they have */
+int mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn);
+int mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit);
+int mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn);
+void mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *txn);
+uint64_t mkv_reg_txn_id(struct mkv_txn *txn);
+uint64_t mkv_reg_last_txn(struct mkv_pool *p);
+uint64_t mkv_reg_used(struct mkv_pool *p);
+int mkv_reg_full(struct mkv_pool *p, bool *full);
+int mkv_reg_reader_check(struct mkv_pool *p);
+/* regtable.c: the tables */
+enum mkv_table { MKV_TABLE_ENTRIES, MKV_TABLE_PAGES, MKV_TABLE_FREED };
+int mkv_reg_meta_get(struct mkv_pool *p, struct mkv_txn *txn, const char *name, uint64_t *v);
+int mkv_reg_meta_put(struct mkv_pool *p, struct mkv_txn *txn, const char *name, uint64_t v);
+int mkv_reg_fence(struct mkv_pool *p, struct mkv_txn *txn);
+int mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+		struct mkv_entry *e);
+int mkv_reg_exists(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen);
+int mkv_reg_insert(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+		const struct mkv_entry *e);
+int mkv_reg_remove(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+		uint64_t page);
+bool mkv_reg_page_taken(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page);
+int mkv_reg_page_key(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page,
+		uint8_t key[MKV_KEY_MAX], size_t *klen);
+int mkv_reg_kids(struct mkv_pool *p, struct mkv_txn *txn, uint64_t hash, uint64_t *n);
+int mkv_reg_kids_add(struct mkv_pool *p, struct mkv_txn *txn, uint64_t parent, int delta);
+int mkv_reg_freed_put(struct mkv_pool *p, struct mkv_txn *txn, const struct mkv_extent *x,
+		size_t n);
+int mkv_reg_freed_last(struct mkv_pool *p, struct mkv_txn *txn, uint64_t *id);
+typedef int (*mkv_reg_extent_fn)(void *arg, const struct mkv_extent *e);
+int mkv_reg_freed_pop(struct mkv_pool *p, struct mkv_txn *txn, uint64_t below,
+		mkv_reg_extent_fn fn, void *arg);
+int mkv_reg_answer_get(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
+		struct mkv_answer_rec *a);
+int mkv_reg_answer_put(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
+		const struct mkv_answer_rec *a);
+typedef int (*mkv_reg_each_fn)(void *arg, const void *key, size_t klen, const void *val,
+		size_t vlen);
+int mkv_reg_scan(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, mkv_reg_each_fn fn,
+		void *arg);
+int mkv_reg_count(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, uint64_t *n);
 
 /* client.c */
 static inline uint64_t mkv_client_owner(const struct mkv_pool *p)
@@ -324,14 +314,12 @@ static inline uint64_t mkv_holder_id(const struct mkv_pool *p)
 }
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
-int mkv_service_start(struct mkv_pool *p);
-void mkv_service_stop(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);
 int mkv_lease_beat(struct mkv_pool *p);
 void mkv_lease_drop(struct mkv_pool *p);
 
 /* ring.c */
-int mkv_rq_init(struct mkv_pool *p);
+int mkv_rq_init(struct mkv_pool *p, void (*idle)(struct mkv_pool *p));
 void mkv_rq_fini(struct mkv_pool *p);
 int mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned *idx,
 		uint32_t *seq, uint64_t timeout_ns);
@@ -341,6 +329,7 @@ void mkv_rq_ring(struct mkv_pool *p);
 unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);
+unsigned mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot);
 int mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 void mkv_futex_wake(uint32_t *addr);
 
@@ -382,8 +371,14 @@ static inline uint64_t mkv_held_word(unsigned state, uint64_t generation)
 {
 	return MKV_PG_WORD(state, 0, (uint32_t)generation);
 }
+/* A run of pages inside the arena. */
+static inline bool mkv_extent_ok(const struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	return ext->npages != 0 && ext->page < p->nr_pages &&
+		ext->npages <= p->nr_pages - ext->page;
+}
 
-/* commit.c: the write path, which only the lease holder runs */
+/* commit.c: group commit, which only the lease holder runs */
 enum mkv_op {
 	MKV_OP_PUBLISH = MKV_RQ_PUBLISH,  /* key -> ext, length */
 	MKV_OP_DEL = MKV_RQ_DEL,          /* key; its pages go to quarantine */
@@ -418,12 +413,58 @@ static inline uint64_t mkv_write_timeout(const struct mkv_pool *p)
 	return MKV_WAIT_PERIODS * p->lease_period_ns;
 }
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
+
+/* evict.c: the eviction policy and the clock of ages */
+/* Ages: a hint is the tick (1 to 255) of the last read, 0 none. */
+#define MKV_AGE_CAP 160U
+static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)
+{
+	return hint ? (unsigned)((tick + 255 - hint) % 255) : MKV_AGE_CAP;
+}
+/* The holder's tick, 1 to 255 whatever the shared word holds (0 before the first round: 1). */
+static inline uint64_t mkv_tick(const struct mkv_pool *p)
+{
+	uint64_t tick = __atomic_load_n(&p->state->tick, __ATOMIC_RELAXED);
+
+	return tick ? (tick - 1) % 255 + 1 : 1;
+}
+/* A read of the value at page: a plain store, no lock and no registry write. */
+static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
+{
+	__atomic_store_n(&p->hints[page], (uint8_t)mkv_tick(p), __ATOMIC_RELAXED);
+}
+/* pct percent of the data pages, rounded up. */
+static inline uint64_t mkv_pct_pages(const struct mkv_pool *p, uint64_t pct)
+{
+	return (p->nr_pages * pct + 99) / 100;
+}
+/*
+ * How the policy deletes the value of key, passed down by its caller:
+ * 0 when the value went (*ext: its pages; *parent: its parent's key hash,
+ * or 0), 1 when it was refused and stays, else the error that fails the
+ * eviction (and the caller's txn).
+ */
+typedef int (*mkv_evict_del_fn)(void *arg, const void *key, size_t klen,
+		struct mkv_extent *ext, uint64_t *parent);
+int mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_t want,
+		mkv_evict_del_fn del, void *arg, uint64_t *evicted);
+struct mkv_evict;
+int mkv_evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report);
+void mkv_evict_tick(struct mkv_pool *p, uint64_t pages);
+
+/* recover.c: a new holder's rebuild, and the reaping of dead clients */
 int mkv_recover(struct mkv_pool *p);
-int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
-int mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
-void *mkv_service_main(void *arg);
 struct mkv_reclaim;
 void mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);
-void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
+
+/* holder.c: where writes go, and the service thread */
+int mkv_holder_take(struct mkv_pool *p);
+void mkv_holder_nudge(struct mkv_pool *p);
+int mkv_service_start(struct mkv_pool *p);
+void mkv_service_stop(struct mkv_pool *p);
+int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
+int mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
+int mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+		uint32_t *seq);
 
 #endif

@@ -2,11 +2,10 @@
 /*
  * kv.c -- the public key-value calls: argument checks, then the read path
  * (pins, a reused read txn, views into the arena) or the write path
- * (persist the payload, then one request through mkv_commit()).
+ * (persist the payload, then one request through mkv_write(): holder.c).
  */
 #include "config.h"
 
-#include <endian.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,6 +278,7 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	struct mkv_req r;
 	unsigned idx;
 	uint32_t seq;
+	bool posted;
 	int rc;
 
 	mkv_err_clear();
@@ -286,22 +286,17 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
 	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish_async")))
 		return rc;
-	r.slot = pool->slot;
-	r.inc = pool->incarnation;
-	pthread_mutex_lock(&pool->h.lock);
-	if (pool->h.holding && mkv_commit(pool, &r, 1) != MKV_E_FENCED) {
-		pthread_mutex_unlock(&pool->h.lock);
+	if ((rc = mkv_write_async(pool, &r, &posted, &idx, &seq))) {
+		buf_keep(pool, &u);
+		return rc;
+	}
+	if (posted) {
+		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
+		buf_consume(pool, buf, &u, true);
+	} else {
 		ticket->priv_[0] = TICKET_DONE | (uint32_t)r.result;
 		/* a refused publish's pages stay granted to us, for the next allocation */
 		buf_consume(pool, buf, &u, r.result == 0);
-	} else {
-		pthread_mutex_unlock(&pool->h.lock);
-		if ((rc = mkv_rq_submit(pool, &r, true, &idx, &seq, mkv_write_timeout(pool)))) {
-			buf_keep(pool, &u);
-			return rc;
-		}
-		ticket->priv_[0] = ((uint64_t)seq << 32) | idx;
-		buf_consume(pool, buf, &u, true);
 	}
 	ticket->priv_[1] = pool->cookie;
 	mkv_err_clear();
@@ -522,7 +517,7 @@ MKV_EXPORT int
 mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *view)
 {
 	struct mkv_entry e;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	uint64_t epoch;
 	int rc;
 
@@ -567,26 +562,25 @@ mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 MKV_EXPORT int
 mkv_exists(struct mkv_pool *pool, const void *key, size_t klen)
 {
-	MDB_txn *txn;
-	MDB_val k = { klen, (void *)key }, d;
+	struct mkv_txn *txn;
 	int rc;
 
 	mkv_err_clear();
 	if ((rc = check_pool(pool, "mkv_exists")) || (rc = mkv_check_key(key, klen)) ||
 	    (rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
-	rc = mdb_get(txn, pool->reg.entries, &k, &d);
+	rc = mkv_reg_exists(pool, txn, key, klen);
 	mkv_reg_rtxn_done(pool, txn);
-	mkv_client_count(pool, rc == 0, rc == MDB_NOTFOUND);
-	if (rc == MDB_NOTFOUND)
+	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
+	if (rc == MKV_E_NOTFOUND)
 		return 0;
-	return rc ? mkv_err_mdb(rc, "mkv_exists") : 1;
+	return rc ? rc : 1;
 }
 
 MKV_EXPORT int
 mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *hits)
 {
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	size_t i = 0;
 	int rc;
 
@@ -601,16 +595,12 @@ mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size
 		return 0;
 	if ((rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
-	for (; i < n; i++) {
-		MDB_val k = { keys[i].len, (void *)keys[i].data }, d;
-
-		rc = mdb_get(txn, pool->reg.entries, &k, &d);
-		if (rc)
+	for (; i < n; i++)
+		if ((rc = mkv_reg_exists(pool, txn, keys[i].data, keys[i].len)))
 			break;
-	}
 	mkv_reg_rtxn_done(pool, txn);
-	if (rc && rc != MDB_NOTFOUND)
-		return mkv_err_mdb(rc, "mkv_prefix_len");
+	if (rc && rc != MKV_E_NOTFOUND)
+		return rc;
 	mkv_client_count(pool, i, i < n);
 	*hits = i;
 	return 0;
@@ -621,7 +611,7 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 		struct mkv_view *views, size_t *found)
 {
 	struct mkv_entry e;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 	uint64_t epoch;
 	size_t nfound = 0, i;
 	int rc = 0;
@@ -703,45 +693,40 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->lease_heartbeat_age_ms = mkv_age_ms(__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST));
 }
 
-MKV_EXPORT int
-mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
+/* What the registry says: entries, bytes, evictions, watermarks, its use of its file. */
+static int
+registry_stat(struct mkv_pool *p, struct mkv_stat *st)
 {
-	struct stat fst;
-	uint64_t wm_low = 0, wm_high = 0;
-	MDB_stat ms;
-	MDB_envinfo info;
-	MDB_txn *txn;
+	uint64_t wm_low = 0, wm_high = 0, entries = 0;
+	struct mkv_txn *txn;
 	int rc;
 
-	mkv_err_clear();
-	if ((rc = check_pool(pool, "mkv_pool_stat")))
+	if ((rc = mkv_reg_rtxn(p, &txn)))
 		return rc;
-	if (!st)
-		return mkv_err(MKV_E_INVAL, "mkv_pool_stat: st is NULL");
-	memset(st, 0, sizeof(*st));
-	if ((rc = mkv_reg_rtxn(pool, &txn)))
-		return rc;
-	rc = mdb_stat(txn, pool->reg.entries, &ms);
-	if (rc)
-		rc = mkv_err_mdb(rc, "mkv_pool_stat");
-	else if (!(rc = mkv_reg_meta_get(pool, txn, "bytes", &st->bytes_stored)) &&
-		 !(rc = mkv_reg_meta_get(pool, txn, "evictions", &st->evictions)) &&
-		 !(rc = mkv_reg_meta_get(pool, txn, "wm_low", &wm_low)))
-		rc = mkv_reg_meta_get(pool, txn, "wm_high", &wm_high);
-	mkv_reg_rtxn_done(pool, txn);
+	if (!(rc = mkv_reg_count(p, txn, MKV_TABLE_ENTRIES, &entries)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "bytes", &st->bytes_stored)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "evictions", &st->evictions)) &&
+	    !(rc = mkv_reg_meta_get(p, txn, "wm_low", &wm_low)))
+		rc = mkv_reg_meta_get(p, txn, "wm_high", &wm_high);
+	mkv_reg_rtxn_done(p, txn);
 	if (rc)
 		return rc;
-	st->entries = ms.ms_entries - MKV_TABLES;
+	st->entries = entries;
 	st->low_watermark = (uint32_t)wm_low;
 	st->high_watermark = (uint32_t)wm_high;
-	mdb_env_info(pool->reg.env, &info);
-	st->registry_size = pool->sb->registry_size;
-	st->registry_used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-	st->format_version = pool->sb->version;
-	st->page_size = (uint32_t)pool->page_size;
-	st->pages_total = pool->nr_pages;
-	for (uint64_t i = 0; i < pool->nr_pages; i++) {
-		switch (MKV_PG_STATE(mkv_pt_load(pool, i))) {
+	st->registry_size = p->sb->registry_size;
+	st->registry_used = mkv_reg_used(p);
+	return 0;
+}
+
+/* The page table's states, counted. */
+static void
+pages_stat(struct mkv_pool *p, struct mkv_stat *st)
+{
+	st->page_size = (uint32_t)p->page_size;
+	st->pages_total = p->nr_pages;
+	for (uint64_t i = 0; i < p->nr_pages; i++) {
+		switch (MKV_PG_STATE(mkv_pt_load(p, i))) {
 		case MKV_PG_FREE:
 			st->pages_free++;
 			break;
@@ -756,6 +741,24 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 			break;
 		}
 	}
+}
+
+MKV_EXPORT int
+mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
+{
+	struct stat fst;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = check_pool(pool, "mkv_pool_stat")))
+		return rc;
+	if (!st)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_stat: st is NULL");
+	memset(st, 0, sizeof(*st));
+	if ((rc = registry_stat(pool, st)))
+		return rc;
+	st->format_version = pool->sb->version;
+	pages_stat(pool, st);
 	st->max_clients = pool->sb->max_clients;
 	if (fstat(pool->super_fd, &fst) == 0) {
 		st->mode = fst.st_mode & 07777;
@@ -870,61 +873,9 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 		report->nodes = mkv_nodes_reclaim(pool);
 		flock(pool->dirfd, LOCK_UN);
 	}
-	if (mdb_reader_check(pool->reg.env, &stale) == 0)
+	if ((stale = mkv_reg_reader_check(pool)) > 0)
 		report->readers += (uint32_t)stale;
 	return 0;
-}
-
-/*
- * With MKV_DRY_RUN: what eviction would take now, by age as the holder
- * chooses (the values older than the threshold age, then those of that
- * age, then any), without following chains.
- */
-static void
-evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
-{
-	uint64_t want = (p->nr_pages * free_pct + 99) / 100, have = 0, hand = p->state->clock;
-	uint64_t tick = mkv_tick(p);
-	uint8_t *taken = calloc(p->nr_pages, 1);
-	unsigned age, turns[3];
-	MDB_txn *txn;
-
-	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
-
-		have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
-	}
-	report->pages_free = have;
-	if (!taken || have >= want || mkv_reg_rtxn(p, &txn)) {
-		free(taken);
-		return;
-	}
-	age = mkv_age_threshold(p, tick, want - have, false);
-	turns[0] = age + 1;
-	turns[1] = age;
-	turns[2] = 0;
-	for (unsigned t = 0; t < 3; t++)
-		for (uint64_t n = 0; n < p->nr_pages && have < want; n++, hand++) {
-			uint64_t be;
-			MDB_val pk = { sizeof(be), &be }, k, d;
-			struct mkv_entry e;
-
-			if (hand >= p->nr_pages)
-				hand = 0;
-			be = htobe64(hand);
-			if (taken[hand] || mkv_hint_age(tick, __atomic_load_n(&p->hints[hand],
-					__ATOMIC_RELAXED)) < turns[t] ||
-			    mdb_get(txn, p->reg.pages, &pk, &k) || mdb_get(txn, p->reg.entries, &k, &d) ||
-			    d.mv_size != sizeof(e))
-				continue;
-			memcpy(&e, d.mv_data, sizeof(e));
-			taken[hand] = 1;
-			report->keys++;
-			report->pages += e.npages;
-			have += e.npages;
-		}
-	mkv_reg_rtxn_done(p, txn);
-	free(taken);
 }
 
 MKV_EXPORT int
@@ -941,7 +892,9 @@ mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags, struct 
 		return mkv_err(MKV_E_INVAL, "mkv_pool_evict: NULL report, unknown flags or percent over 100");
 	memset(report, 0, sizeof(*report));
 	if (flags & MKV_DRY_RUN) {
-		evict_dry(pool, free_pct, report);
+		if ((rc = mkv_evict_dry(pool, free_pct, report)))
+			return rc;
+		mkv_err_clear();
 		return 0;
 	}
 	if ((rc = check_writable(pool, "mkv_pool_evict")) ||

@@ -228,9 +228,10 @@ struct mkv_entry {
 static_assert(sizeof(struct mkv_entry) == 56, "mkv_entry is fixed-width");
 
 /*
- * Registry value of `answers`, keyed by the request entry (slot, index as
- * big-endian u32 pairs): the last request from it that the holder applied
- * and what it answered.  Written in the txn that applies the request, so a
+ * Registry value of `answers`, keyed by the request entry: its index in
+ * super's table of entries, slot * MKV_RQ_DEPTH + index, as a big-endian
+ * u64.  The last request from it that the holder applied and what it
+ * answered.  Written in the txn that applies the request, so a
  * request re-drained after a takeover gets this answer instead of being
  * applied twice.
  */

@@ -20,7 +20,7 @@
  * a waiter skips a node whose beat stood still for a lease period.  The
  * holder stops writing when it could not renew within half a period
  * (self-fencing), and every registry commit checks the holder's token
- * against the one stored in the registry (commit.c), which is what
+ * against the one stored in the registry (mkv_reg_fence()), which is what
  * protects the registry from a holder that was paused past expiry.
  *
  * The token is the pair (generation, holder identity), compared in that
@@ -445,7 +445,7 @@ static uint64_t
 next_generation(struct mkv_pool *p, uint64_t lease_gen)
 {
 	uint64_t reg_gen = 0;
-	MDB_txn *txn;
+	struct mkv_txn *txn;
 
 	if (mkv_reg_rtxn(p, &txn) == 0) {
 		if (mkv_reg_meta_get(p, txn, "generation", &reg_gen))
@@ -463,8 +463,9 @@ next_generation(struct mkv_pool *p, uint64_t lease_gen)
 
 /*
  * Take the lease if it may be taken.  Called with h.lock held.  Returns 0
- * when this handle holds the lease (and its holder thread runs),
- * -EAGAIN when somebody else holds it or is taking it.
+ * when this handle holds the lease, -EAGAIN when somebody else holds it or
+ * is taking it.  A new holder serves only once it has rebuilt the page
+ * table: mkv_holder_take() (holder.c) does both.
  */
 int
 mkv_lease_try_acquire(struct mkv_pool *p)
@@ -474,7 +475,6 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 	struct lease_view v, now;
 	uint64_t gen = 0;
 	bool take;
-	int rc;
 
 	if (h->holding)
 		return 0;
@@ -514,54 +514,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 	mkv_log(MKV_LOG_INFO, "pool %s: lease taken: node %s slot %u pid %u generation %llu",
 			p->path, p->node_name, p->slot, (unsigned)getpid(),
 			(unsigned long long)h->generation);
-	rc = mkv_recover(p);
-	if (rc) {
-		/* superseded, or a stopped holder is inside a write: someone may try again later */
-		mkv_lease_drop(p);
-		return rc == MKV_E_FENCED || rc == MKV_E_TIMEDOUT ? -EAGAIN : rc;
-	}
-	/*
-	 * The service thread now sleeps on the doorbell and serves; its first
-	 * reclamation pass comes a period from now (the rebuild in
-	 * mkv_recover() already freed the pages nothing owns).
-	 */
-	h->last_reap_ns = mkv_now_ns();
-	pthread_cond_signal(&h->wake);
-	mkv_rq_ring(p);
 	return 0;
-}
-
-int
-mkv_service_start(struct mkv_pool *p)
-{
-	struct mkv_holder *h = &p->h;
-
-	if (pthread_create(&h->thread, NULL, mkv_service_main, p))
-		return mkv_err(MKV_E_NOMEM, "pool %s: cannot start the service thread", p->path);
-	h->thread_running = true;
-	/* Past its start-up (which may allocate) before a fork can happen. */
-	pthread_mutex_lock(&h->lock);
-	while (!h->thread_started)
-		pthread_cond_wait(&h->wake, &h->lock);
-	pthread_mutex_unlock(&h->lock);
-	return 0;
-}
-
-/* Stop the service thread; if it holds the lease it drains what is pending first. */
-void
-mkv_service_stop(struct mkv_pool *p)
-{
-	struct mkv_holder *h = &p->h;
-
-	if (!h->thread_running)
-		return;
-	pthread_mutex_lock(&h->lock);
-	h->stopping = true;
-	pthread_cond_signal(&h->wake);
-	pthread_mutex_unlock(&h->lock);
-	mkv_rq_ring(p);
-	pthread_join(h->thread, NULL);
-	h->thread_running = false;
 }
 
 /*

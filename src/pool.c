@@ -961,7 +961,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_now_ns();
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
 	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
-	    (rc = mkv_rq_init(p)))
+	    (rc = mkv_rq_init(p, mkv_holder_nudge)))
 		goto fail;
 
 	if ((rc = pool_dir_open(p, opts)) || (rc = super_open(p, opts)) ||
@@ -981,7 +981,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	/* A writer takes the lease at once if nobody holds it. */
 	if (!(flags & MKV_RDONLY)) {
 		pthread_mutex_lock(&p->h.lock);
-		rc = mkv_lease_try_acquire(p);
+		rc = mkv_holder_take(p);
 		pthread_mutex_unlock(&p->h.lock);
 		if (rc && rc != -EAGAIN)
 			goto fail;

@@ -44,7 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "registry.h"
 
 #if MDB_VERSION_MAJOR != 0 || MDB_VERSION_MINOR != 9
 #error "regcheck.c knows the file format of LMDB 0.9"

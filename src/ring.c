@@ -54,8 +54,9 @@ answered(const struct mkv_rq *e, uint32_t seq)
 	return (uint32_t)(__atomic_load_n(&e->done, __ATOMIC_ACQUIRE) >> 32) == seq;
 }
 
+/* idle: called between slices of a wait for an answer, by the thread that waits */
 int
-mkv_rq_init(struct mkv_pool *p)
+mkv_rq_init(struct mkv_pool *p, void (*idle)(struct mkv_pool *p))
 {
 	struct mkv_rqs *q = &p->rq;
 
@@ -63,6 +64,7 @@ mkv_rq_init(struct mkv_pool *p)
 	int rc;
 
 	memset(q, 0, sizeof(*q));
+	q->idle = idle;
 	if (pthread_condattr_init(&attr))
 		return mkv_err(MKV_E_NOMEM, "requests: condition");
 	/* its waits end at deadlines of mkv_now_ns() */
@@ -96,9 +98,9 @@ seq_resume(struct mkv_pool *p)
 
 /*
  * Wait until request seq in entry idx is answered and copy the answer out;
- * false if the deadline (CLOCK_MONOTONIC ns) passes first.  While waiting,
- * take the lease over if its holder is gone: our request is then answered
- * by our own service thread.
+ * false if the deadline (CLOCK_MONOTONIC ns) passes first.  Between slices
+ * of the wait, the idle function given to mkv_rq_init() runs (it takes the
+ * lease over if its holder is gone: holder.c).
  */
 static bool
 await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a,
@@ -126,11 +128,7 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
 		if (answered(e, seq))
 			continue;
-		pthread_mutex_lock(&p->h.lock);
-		if (!p->h.holding)
-			mkv_lease_try_acquire(p);
-		pthread_mutex_unlock(&p->h.lock);
-		mkv_rq_ring(p);
+		p->rq.idle(p);
 	}
 }
 
@@ -375,18 +373,27 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 	}
 }
 
+/* Requests of a client slot not answered yet. */
+unsigned
+mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
+		const struct mkv_rq *e = entry(p, slot, i);
+		uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+
+		n += seq != 0 && !answered(e, seq);
+	}
+	return n;
+}
+
 uint64_t
 mkv_rq_pending(const struct mkv_pool *p)
 {
 	uint64_t n = 0;
 
 	for (uint32_t s = 0; s < p->sb->max_clients; s++)
-		for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
-			const struct mkv_rq *e = entry(p, s, i);
-			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-
-			if (seq != 0 && !answered(e, seq))
-				n++;
-		}
+		n += mkv_rq_pending_slot(p, s);
 	return n;
 }

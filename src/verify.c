@@ -42,20 +42,31 @@ problem(struct mkv_verify *v, const char *fmt, ...)
 	}
 }
 
+/* What the scans of one verify share. */
+struct verifying {
+	struct mkv_pool *p;
+	struct mkv_txn *txn;
+	uint8_t *mark;            /* a byte per page: the kind of owner found */
+	bool deep;
+	struct mkv_verify *v;
+	uint64_t total, last_ns;  /* for the progress callback */
+};
+
 static void
-check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d,
-		uint8_t *mark, bool deep, struct mkv_verify *v)
+check_entry(struct verifying *vf, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	uint64_t be;
-	MDB_val pk = { sizeof(be), &be }, back;
+	struct mkv_pool *p = vf->p;
+	struct mkv_verify *v = vf->v;
+	uint8_t back[MKV_KEY_MAX];
+	size_t blen;
 	struct mkv_entry e;
 
 	v->entries++;
-	if (d->mv_size != sizeof(e)) {
-		problem(v, "entry %llu has %zu bytes", (unsigned long long)v->entries, d->mv_size);
+	if (vlen != sizeof(e)) {
+		problem(v, "entry %llu has %zu bytes", (unsigned long long)v->entries, vlen);
 		return;
 	}
-	memcpy(&e, d->mv_data, sizeof(e));
+	memcpy(&e, val, sizeof(e));
 	if (e.version != MKV_ENTRY_VERSION || e.npages == 0 || e.page >= p->nr_pages ||
 	    e.npages > p->nr_pages - e.page || e.length > e.npages * p->page_size ||
 	    mkv_pages_for(p, e.length) != e.npages) {
@@ -63,24 +74,22 @@ check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d
 				(unsigned long long)e.page);
 		return;
 	}
-	be = htobe64(e.page);
-	if (mdb_get(txn, p->reg.pages, &pk, &back) != 0 ||
-	    mkv_reg_val(p, txn, &back, "a pages record") || back.mv_size != k->mv_size ||
-	    memcmp(back.mv_data, k->mv_data, k->mv_size) != 0)
+	if (mkv_reg_page_key(p, vf->txn, e.page, back, &blen) != 0 || blen != klen ||
+	    memcmp(back, key, klen) != 0)
 		problem(v, "pages index disagrees with the entry at page %llu",
 				(unsigned long long)e.page);
 	for (uint64_t i = e.page; i < e.page + e.npages; i++) {
 		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
 
-		if (mark[i])
+		if (vf->mark[i])
 			problem(v, "page %llu belongs to two values", (unsigned long long)i);
-		mark[i] = MKV_PG_USED;
+		vf->mark[i] = MKV_PG_USED;
 		if (st == MKV_PG_FREE || st == MKV_PG_GRANTED)
 			problem(v, "page %llu holds a value but is marked %s", (unsigned long long)i,
 					st == MKV_PG_FREE ? "free" : "granted");
 	}
 	v->pages_used += e.npages;
-	if (deep && e.checksum) {
+	if (vf->deep && e.checksum) {
 		v->checksums_checked++;
 		if (mkv_checksum(mkv_page_addr(p, e.page), e.length) != e.checksum) {
 			v->checksums_bad++;
@@ -90,13 +99,30 @@ check_entry(struct mkv_pool *p, MDB_txn *txn, const MDB_val *k, const MDB_val *d
 	}
 }
 
-static void
-check_freed(struct mkv_pool *p, const MDB_val *d, uint8_t *mark, struct mkv_verify *v)
+static int
+verify_entry(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	for (size_t j = 0; j < d->mv_size / sizeof(struct mkv_extent); j++) {
+	struct verifying *vf = arg;
+
+	check_entry(vf, key, klen, val, vlen);
+	mkv_progress(vf->p, vf->v->entries, vf->total, &vf->last_ns);
+	return 0;
+}
+
+static int
+check_freed(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct verifying *vf = arg;
+	struct mkv_pool *p = vf->p;
+	struct mkv_verify *v = vf->v;
+	uint8_t *mark = vf->mark;
+
+	(void)key;
+	(void)klen;
+	for (size_t j = 0; j < vlen / sizeof(struct mkv_extent); j++) {
 		struct mkv_extent e;
 
-		memcpy(&e, (const char *)d->mv_data + j * sizeof(e), sizeof(e));
+		memcpy(&e, (const char *)val + j * sizeof(e), sizeof(e));
 		if (e.npages == 0 || e.page >= p->nr_pages || e.npages > p->nr_pages - e.page) {
 			problem(v, "quarantine record leaves the arena");
 			continue;
@@ -109,8 +135,9 @@ check_freed(struct mkv_pool *p, const MDB_val *d, uint8_t *mark, struct mkv_veri
 		}
 		v->pages_quarantined += e.npages;
 	}
-	if (d->mv_size % sizeof(struct mkv_extent))
-		problem(v, "quarantine record of %zu bytes", d->mv_size);
+	if (vlen % sizeof(struct mkv_extent))
+		problem(v, "quarantine record of %zu bytes", vlen);
+	return 0;
 }
 
 static void
@@ -137,7 +164,7 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
  * restored (the next holder repairs it, see lease.c).
  */
 static void
-check_generation(struct mkv_pool *p, MDB_txn *txn, struct mkv_verify *v)
+check_generation(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_verify *v)
 {
 	uint64_t reg, lease = __atomic_load_n(&p->state->lease.generation, __ATOMIC_SEQ_CST);
 
@@ -148,15 +175,37 @@ check_generation(struct mkv_pool *p, MDB_txn *txn, struct mkv_verify *v)
 				(unsigned long long)reg, (unsigned long long)lease);
 }
 
+/*
+ * The checks through LMDB, in the snapshot of txn, once its pages were
+ * walked: every entry against the pages index and the page table, every
+ * quarantine record, the counts, the stored generation.
+ */
+static int
+check_registry(struct verifying *vf)
+{
+	struct mkv_pool *p = vf->p;
+	uint64_t npages;
+	int rc;
+
+	if ((rc = mkv_reg_count(p, vf->txn, MKV_TABLE_ENTRIES, &vf->total)) ||
+	    (rc = mkv_reg_scan(p, vf->txn, MKV_TABLE_ENTRIES, verify_entry, vf)))
+		return rc;
+	mkv_progress(p, vf->v->entries, vf->v->entries, &vf->last_ns);
+	if ((rc = mkv_reg_scan(p, vf->txn, MKV_TABLE_FREED, check_freed, vf)) ||
+	    (rc = mkv_reg_count(p, vf->txn, MKV_TABLE_PAGES, &npages)))
+		return rc;
+	if (npages != vf->v->entries)
+		problem(vf->v, "pages index has %llu records for %llu entries",
+				(unsigned long long)npages, (unsigned long long)vf->v->entries);
+	check_generation(p, vf->txn, vf->v);
+	return 0;
+}
+
 MKV_EXPORT int
 mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report)
 {
-	MDB_cursor *c = NULL;
-	MDB_txn *txn;
-	MDB_stat ps;
-	MDB_val k, d;
-	uint64_t epoch, last = 0;
-	uint8_t *mark;
+	struct verifying vf = { .p = pool, .deep = flags & MKV_VERIFY_DEEP, .v = report };
+	uint64_t epoch;
 	int rc;
 
 	mkv_err_clear();
@@ -165,76 +214,32 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	if (!report || (flags & ~MKV_VERIFY_VALID))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_verify: NULL argument or unknown flags");
 	memset(report, 0, sizeof(*report));
-	if (!(mark = calloc(pool->nr_pages, 1)))
+	if (!(vf.mark = calloc(pool->nr_pages, 1)))
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_verify: out of memory");
 	/* Pinned like a reader, so the values read stay as they are. */
 	if (!(epoch = mkv_epoch_enter(pool, 1))) {
-		free(mark);
+		free(vf.mark);
 		return MKV_E_NOMEM;
 	}
-	if ((rc = mkv_reg_rtxn(pool, &txn))) {
-		mkv_epoch_leave(pool, epoch, 1);
-		free(mark);
-		return rc;
+	if ((rc = mkv_reg_rtxn(pool, &vf.txn)) == 0) {
+		/* LMDB trusts its file: every page of the snapshot first (regcheck.c) */
+		if ((rc = mkv_reg_walk(pool, vf.txn)) == 0)
+			rc = check_registry(&vf);
+		mkv_reg_rtxn_done(pool, vf.txn);
 	}
-	/* LMDB trusts its file: every page of the snapshot first (regcheck.c) */
-	if ((rc = mkv_reg_walk(pool, txn))) {
-		if (rc == MKV_E_CORRUPT)
-			problem(report, "%s", mkv_errormsg());
-		goto out;
-	}
-	if ((rc = mdb_stat(txn, pool->reg.entries, &ps)) ||
-	    (rc = mdb_cursor_open(txn, pool->reg.entries, &c)))
-		goto lmdb;
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
-		if (mkv_reg_val(pool, txn, &k, "a key") || mkv_reg_val(pool, txn, &d, "an entry")) {
-			problem(report, "%s", mkv_errormsg());
-			mdb_cursor_close(c);
-			goto out;
-		}
-		if (mkv_reg_is_table(&k))
-			continue;
-		check_entry(pool, txn, &k, &d, mark, flags & MKV_VERIFY_DEEP, report);
-		mkv_progress(pool, report->entries, ps.ms_entries - MKV_TABLES, &last);
-	}
-	mkv_progress(pool, report->entries, report->entries, &last);
-	mdb_cursor_close(c);
-	if (rc != MDB_NOTFOUND || (rc = mdb_cursor_open(txn, pool->reg.freed, &c)))
-		goto lmdb;
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
-		if (mkv_reg_val(pool, txn, &d, "a quarantine record")) {
-			problem(report, "%s", mkv_errormsg());
-			mdb_cursor_close(c);
-			goto out;
-		}
-		check_freed(pool, &d, mark, report);
-	}
-	mdb_cursor_close(c);
-	if (rc != MDB_NOTFOUND || (rc = mdb_stat(txn, pool->reg.pages, &ps)))
-		goto lmdb;
-	if (ps.ms_entries != report->entries)
-		problem(report, "pages index has %zu records for %llu entries", ps.ms_entries,
-				(unsigned long long)report->entries);
-	check_generation(pool, txn, report);
-	mkv_reg_rtxn_done(pool, txn);
 	mkv_epoch_leave(pool, epoch, 1);
-	count_leaks(pool, mark, report);
-	free(mark);
+	if (rc == 0)
+		count_leaks(pool, vf.mark, report);
+	free(vf.mark);
+	/* damage seen through LMDB: the checks that needed it could not run */
+	if (rc == MKV_E_CORRUPT) {
+		problem(report, "%s", mkv_errormsg());
+		return mkv_err(MKV_E_CORRUPT, "%s", report->first_problem);
+	}
+	if (rc)
+		return rc;
 	if (report->problems)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: %llu problems; first: %s", pool->path,
 				(unsigned long long)report->problems, report->first_problem);
 	return 0;
-lmdb:
-	mkv_reg_rtxn_done(pool, txn);
-	mkv_epoch_leave(pool, epoch, 1);
-	free(mark);
-	return mkv_err_mdb(rc, "mkv_pool_verify");
-out:
-	mkv_reg_rtxn_done(pool, txn);
-	mkv_epoch_leave(pool, epoch, 1);
-	free(mark);
-	/* the registry is damaged: the checks through LMDB cannot run */
-	if (report->problems)
-		return mkv_err(MKV_E_CORRUPT, "%s", report->first_problem);
-	return rc;
 }

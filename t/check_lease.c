@@ -1724,6 +1724,41 @@ START_TEST(test_async_publish_and_wait)
 }
 END_TEST
 
+/*
+ * An asynchronous publish goes where every write goes: a handle that finds
+ * the lease free takes it and commits at once, so the key is there before
+ * mkv_wait() is called (it used to wait in the ring for a holder).
+ */
+START_TEST(test_async_publish_takes_a_free_lease)
+{
+	struct mkv_pool *p1, *p2;
+	struct mkv_stat st;
+	struct mkv_ticket t;
+	struct mkv_buf b;
+	const char *key = "async-free-lease";
+	size_t klen = strlen(key), len = lt_vlen(key, klen, A_MAXLEN);
+
+	TU_OK(lt_open(tu_dir, MKV_CREATE, "a", 8ULL << 20, TU_MAX_CLIENTS, &p1));
+	TU_OK(lt_open(tu_dir, 0, "a", 0, 0, &p2));
+	/* the buffer while p1 holds the lease, so that only the publish writes */
+	TU_OK(mkv_alloc(p2, len, &b));
+	tu_fill(b.data, len, key, klen);
+	/* the holder closes and gives the lease up: nobody holds it */
+	mkv_pool_close(&p1);
+	tu_stat(p2, &st);
+	ck_assert_uint_eq(st.lease_holder_pid, 0);
+
+	memset(&t, 0, sizeof(t));
+	TU_OK(mkv_publish_async(p2, key, klen, &b, &t));
+	ck_assert_int_eq(mkv_exists(p2, key, klen), 1);
+	tu_stat(p2, &st);
+	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
+	TU_OK(mkv_wait(p2, &t));
+	ck_assert_int_eq(tu_check(p2, key, klen, len), 0);
+	mkv_pool_close(&p2);
+}
+END_TEST
+
 /* ===================================================================== */
 /* 7. a read-only handle never holds the lease, and reads on without one  */
 
@@ -1889,6 +1924,7 @@ lease_suite(void)
 	tcase_add_test(tc, test_single_writer_takes_lease);
 	tcase_add_test(tc, test_forwarded_publishes_group_commit);
 	tcase_add_test(tc, test_async_publish_and_wait);
+	tcase_add_test(tc, test_async_publish_takes_a_free_lease);
 	tcase_add_test(tc, test_rdonly_never_takes_lease);
 	suite_add_tcase(s, tc);
 

@@ -40,15 +40,16 @@ FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 # build as in the library: -DMARUKV_BUILDING, config.h from the build
 # tree, src/ and include/ on the include path; their pkg-config flags
 # come through FUZZ_CFLAGS.  The pool_* targets build the whole library in
-# (t/fuzz/fuzz_pool.h).
-targets='
+# (t/fuzz/fuzz_pool.h): $lib below, the library's sources and what it links.
+lib='src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regtxn.c src/regtable.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/evict.c src/recover.c src/holder.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread'
+targets="
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
 stat_args    utils/stat-args.c t/fuzz/fuzz_argv.c
-pool_super     t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
-pool_registry  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
-pool_requests  t/fuzz/fuzz_pool.c src/error.c src/log.c src/persist.c src/pool.c src/dax.c src/registry.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/alloc.c src/handout.c src/commit.c src/kv.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread
-'
+pool_super     t/fuzz/fuzz_pool.c $lib
+pool_registry  t/fuzz/fuzz_pool.c $lib
+pool_requests  t/fuzz/fuzz_pool.c $lib
+"
 
 case $FUZZ_SECONDS in
 '' | *[!0-9]*)

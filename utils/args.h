@@ -14,8 +14,7 @@
 
 #include <stdlib.h>
 
-/* The pool used when neither POOL nor $MARUKV_POOL is given (marukv.h). */
-#define TOOLS_DEFAULT_POOL "/dev/shm/marukv"
+#include <marukv.h>  /* MKV_DEFAULT_POOL */
 
 enum args_result {
 	ARGS_RUN,      /* the options are valid: run */
@@ -26,14 +25,14 @@ enum args_result {
 
 /*
  * The pool's name for messages: POOL, else $MARUKV_POOL if set and not
- * empty, else the default; the library resolves a NULL path the same way.
+ * empty, else MKV_DEFAULT_POOL; the library resolves a NULL path the same way.
  */
 static inline const char *
 args_pool_name(const char *arg)
 {
 	const char *env = getenv("MARUKV_POOL");
 
-	return arg ? arg : (env && *env) ? env : TOOLS_DEFAULT_POOL;
+	return arg ? arg : (env && *env) ? env : MKV_DEFAULT_POOL;
 }
 
 #endif

@@ -23,7 +23,7 @@ void gc_usage(FILE *f)
 		"usage: " PROG " [--json] [--dry-run] [-q|--quiet] COMMAND [ARGS] [POOL]\n"
 		"       " PROG " -V|--version | --help\n"
 		"Check and clean up the marukv pool POOL (default: $MARUKV_POOL,\n"
-		"else " TOOLS_DEFAULT_POOL ").\n"
+		"else " MKV_DEFAULT_POOL ").\n"
 		"commands:\n"
 		"  reclaim            free what dead clients left (slots, pins, pages,\n"
 		"                     requests) and clear stale registry readers\n"

@@ -16,7 +16,7 @@ void stat_usage(FILE *f)
 	fprintf(f,
 		"usage: " PROG " [-j|--json] [-h|--human] [-V|--version] [--help] [POOL]\n"
 		"Print the figures of the marukv pool POOL (default: $MARUKV_POOL,\n"
-		"else " TOOLS_DEFAULT_POOL ").\n"
+		"else " MKV_DEFAULT_POOL ").\n"
 		"  -j, --json     one JSON object with stable keys and raw integers\n"
 		"  -h, --human    sizes in KiB/MiB/GiB (ignored with --json)\n"
 		"  -V, --version  print the version and exit\n"

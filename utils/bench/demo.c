@@ -349,7 +349,7 @@ static void demo_usage(FILE *f)
 		"                    [--block-size BYTES] [--seed S] [--json]\n"
 		"One writer process publishes prompts as chains of blocks; N reader\n"
 		"processes look their prefixes up and verify every byte they read.\n"
-		"  --pool PATH         pool directory (default: $MARUKV_POOL, else /dev/shm/marukv);\n"
+		"  --pool PATH         pool directory (default: $MARUKV_POOL, else " MKV_DEFAULT_POOL ");\n"
 		"                      created, sized for the demo, if absent\n"
 		"  --readers N         reader processes (default 3)\n"
 		"  --prompts N         prompts (default 32)\n"
@@ -442,7 +442,7 @@ static int demo_open(const struct demo_opts *o, char **path)
 		const char *env = getenv("MARUKV_POOL");
 
 		fprintf(stderr, PROG " demo: %s: %s\n",
-				o->pool ? o->pool : env && *env ? env : "/dev/shm/marukv",
+				o->pool ? o->pool : env && *env ? env : MKV_DEFAULT_POOL,
 				*msg ? msg : mkv_strerror(rc));
 		return rc;
 	}

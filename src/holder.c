@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * holder.c -- where a write goes, and the service thread that serves
+ * writes while this handle holds the lease.
+ *
+ * A write is committed here when this handle holds the lease (taking it
+ * first if nobody holds it), and forwarded through this handle's request
+ * entries (ring.c) to the holder otherwise.  A holder that finds itself
+ * fenced drops the lease and forwards like anyone.  A handle waiting for an
+ * answer takes the lease over when its holder is gone, and its own service
+ * thread then answers: the ring calls back here for that (mkv_holder_nudge(),
+ * passed down to mkv_rq_init()), so that the ring itself is only transport.
+ *
+ * Taking the lease (lease.c) makes this handle the holder only once it has
+ * rebuilt the page table from the registry (mkv_recover()).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "internal.h"
+
+/*
+ * Take the lease if it may be taken, and become the holder: rebuild the
+ * page table, then serve.  Called with h.lock held.  0 when this handle
+ * holds the lease, -EAGAIN when somebody else holds it or is taking it.
+ */
+int
+mkv_holder_take(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+	bool had = h->holding;
+	int rc = mkv_lease_try_acquire(p);
+
+	if (rc || had)
+		return rc;
+	rc = mkv_recover(p);
+	if (rc) {
+		/* superseded, or a stopped holder is inside a write: someone may try again later */
+		mkv_lease_drop(p);
+		return rc == MKV_E_FENCED || rc == MKV_E_TIMEDOUT ? -EAGAIN : rc;
+	}
+	/*
+	 * The service thread now sleeps on the doorbell and serves; its first
+	 * reclamation pass comes a period from now (the rebuild in
+	 * mkv_recover() already freed the pages nothing owns).
+	 */
+	h->last_reap_ns = mkv_now_ns();
+	pthread_cond_signal(&h->wake);
+	mkv_rq_ring(p);
+	return 0;
+}
+
+/*
+ * Called by the ring between slices of a wait for an answer: take the
+ * lease over if its holder is gone (our own service thread then answers
+ * our request), and ring the doorbell again.
+ */
+void
+mkv_holder_nudge(struct mkv_pool *p)
+{
+	pthread_mutex_lock(&p->h.lock);
+	if (!p->h.holding)
+		mkv_holder_take(p);
+	pthread_mutex_unlock(&p->h.lock);
+	mkv_rq_ring(p);
+}
+
+/*
+ * One round of the service thread: the client's heartbeat; while holding,
+ * the lease's renewal, the reclamation pass once a period, and every
+ * pending request committed and answered.  Returns how many requests it
+ * served.  Called with h.lock held.
+ */
+static unsigned
+service_round(struct mkv_pool *p, struct mkv_req *reqs)
+{
+	struct mkv_holder *h = &p->h;
+	uint64_t now = mkv_now_ns();
+	struct mkv_reclaim rep;
+	unsigned n = 0;
+	int rc;
+
+	if (now - h->last_beat_ns >= p->client_timeout_ns / 4) {
+		mkv_client_beat(p);
+		h->last_beat_ns = now;
+	}
+	if (h->holding && now - h->last_renew_ns >= p->lease_period_ns / 4 &&
+	    mkv_lease_beat(p) != 0)
+		mkv_lease_drop(p);
+	if (h->holding && now - h->last_reap_ns >= p->lease_period_ns) {
+		mkv_reap(p, false, &rep);
+		h->last_reap_ns = now;
+	}
+	if (!h->holding)
+		return 0;
+	rc = (n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH)) ? mkv_commit(p, reqs, n) : 0;
+	/* MKV_E_TIMEDOUT: nothing applied; they stay pending until we can write */
+	if (rc == MKV_E_FENCED)
+		mkv_lease_drop(p);
+	else if (n && rc != MKV_E_TIMEDOUT)
+		mkv_rq_post(p, reqs, n);
+	return n;
+}
+
+/*
+ * Sleep until there is work, or the next beat is due: on the doorbell
+ * while holding, on the handle's own condition else.  Called with h.lock
+ * held; bell is the doorbell as it was before the round.
+ */
+static void
+service_sleep(struct mkv_pool *p, uint32_t bell)
+{
+	struct mkv_holder *h = &p->h;
+	uint64_t quarter = p->lease_period_ns / 4, beat = p->client_timeout_ns / 4;
+	struct timespec ts;
+
+	if (h->holding) {
+		pthread_mutex_unlock(&h->lock);
+		mkv_futex_wait(&p->state->doorbell, bell, quarter < beat ? quarter : beat);
+		pthread_mutex_lock(&h->lock);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(beat / 1000000000ULL);
+	ts.tv_nsec += (long)(beat % 1000000000ULL);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+}
+
+/*
+ * The service thread of a handle, from open to close: it advances the
+ * client's heartbeat; while the handle holds the lease it also renews the
+ * lease every quarter period, collects every pending request, commits them
+ * together, posts the answers, and reclaims dead clients once a period.
+ * It sleeps on the doorbell while holding, on a private condition else.
+ */
+static void *
+service_main(void *arg)
+{
+	struct mkv_pool *p = arg;
+	struct mkv_holder *h = &p->h;
+	struct mkv_req *reqs;
+	bool stop = false;
+
+	/* memory only under the lock: see the fork handlers in pool.c */
+	pthread_mutex_lock(&h->lock);
+	h->thread_started = true;
+	pthread_cond_broadcast(&h->wake);
+	reqs = h->batch = calloc(MKV_MAX_BATCH, sizeof(*reqs));
+	while (reqs && !stop) {
+		uint32_t bell = __atomic_load_n(&p->state->doorbell, __ATOMIC_ACQUIRE);
+		unsigned n;
+
+		stop = h->stopping;
+		n = service_round(p, reqs);
+		if (n || stop)
+			continue;
+		service_sleep(p, bell);
+	}
+	free(reqs);
+	h->batch = NULL;
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+int
+mkv_service_start(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	if (pthread_create(&h->thread, NULL, service_main, p))
+		return mkv_err(MKV_E_NOMEM, "pool %s: cannot start the service thread", p->path);
+	h->thread_running = true;
+	/* Past its start-up (which may allocate) before a fork can happen. */
+	pthread_mutex_lock(&h->lock);
+	while (!h->thread_started)
+		pthread_cond_wait(&h->wake, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* Stop the service thread; if it holds the lease it drains what is pending first. */
+void
+mkv_service_stop(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+
+	if (!h->thread_running)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->lock);
+	mkv_rq_ring(p);
+	pthread_join(h->thread, NULL);
+	h->thread_running = false;
+}
+
+/*
+ * Requests from this handle, stamped with its slot, committed at once if
+ * it holds the lease (taking it first if nobody else has it): true then,
+ * each with its result.  False if they must go through the ring (a
+ * holder that finds itself fenced drops the lease first).
+ */
+static bool
+commit_here(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+{
+	bool done = false;
+
+	for (unsigned i = 0; i < n; i++) {
+		reqs[i].slot = p->slot;
+		reqs[i].inc = p->incarnation;
+	}
+	pthread_mutex_lock(&p->h.lock);
+	/* A dead holder is replaced by whoever waits on it (mkv_holder_nudge()). */
+	if (!p->h.holding && mkv_lease_free(p))
+		mkv_holder_take(p);
+	if (p->h.holding) {
+		done = mkv_commit(p, reqs, n) != MKV_E_FENCED;
+		if (!done)
+			mkv_lease_drop(p);
+	}
+	pthread_mutex_unlock(&p->h.lock);
+	return done;
+}
+
+/*
+ * One request through the write path: committed here if this handle holds
+ * the lease (taking it first if nobody else has it), else handed to the
+ * holder through our request ring, waiting at most timeout_ns for the
+ * answer.  Returns the request's result.
+ */
+int
+mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
+{
+	unsigned idx;
+	uint32_t seq;
+	int rc;
+
+	if (commit_here(p, r, 1))
+		return r->result;
+	if ((rc = mkv_rq_submit(p, r, false, &idx, &seq, timeout_ns)) ||
+	    (rc = mkv_rq_wait(p, idx, seq, r, timeout_ns, false)))
+		return rc;
+	return r->result;
+}
+
+/*
+ * Several requests through the write path, each with its own result: in
+ * one txn when this handle holds the lease, else through our ring as
+ * asynchronous entries, so that more requests than the ring has entries
+ * still flow (the oldest answers are kept aside as the ring fills).  Each
+ * wait is bounded by mkv_write_timeout().  Returns 0, or the error that
+ * kept requests from being sent.
+ */
+int
+mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+{
+	struct { unsigned idx; uint32_t seq; } *sent;
+	uint64_t timeout = mkv_write_timeout(p);
+	unsigned i, nsent = 0;
+	int rc = 0;
+
+	if (commit_here(p, reqs, n))
+		return 0;
+	if (!(sent = malloc(n * sizeof(*sent))))
+		return mkv_err(MKV_E_NOMEM, "write: out of memory");
+	for (; nsent < n; nsent++)
+		if ((rc = mkv_rq_submit(p, &reqs[nsent], true, &sent[nsent].idx, &sent[nsent].seq,
+				timeout)))
+			break;
+	for (i = 0; i < nsent; i++) {
+		int w = mkv_rq_wait(p, sent[i].idx, sent[i].seq, &reqs[i], timeout, false);
+
+		if (w)
+			reqs[i].result = w;
+	}
+	for (i = nsent; i < n; i++)
+		reqs[i].result = rc;
+	free(sent);
+	return rc;
+}
+
+
+/*
+ * One request, not waiting for its answer: committed here if this handle
+ * holds the lease (as mkv_write() would), else posted in our ring as an
+ * asynchronous entry.  *posted: false when it was committed here (its
+ * result is r->result), true when its answer is to be waited for with
+ * mkv_rq_wait(*idx, *seq).  Returns 0, or the error that kept it from
+ * being posted.
+ */
+int
+mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+		uint32_t *seq)
+{
+	*posted = false;
+	if (commit_here(p, r, 1))
+		return 0;
+	*posted = true;
+	return mkv_rq_submit(p, r, true, idx, seq, mkv_write_timeout(p));
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.h -- private to the registry module (registry.c: the LMDB
+ * environment; regtxn.c: its transactions; regtable.c: the tables and
+ * their formats; regcheck.c: the file's structure, read before LMDB
+ * trusts it).
+ * Only these four files include lmdb.h: the rest of the library asks
+ * them through internal.h's mkv_reg_* calls, and holds a registry txn as
+ * a struct mkv_txn.
+ */
+#ifndef MKV_REGISTRY_H
+#define MKV_REGISTRY_H
+
+#include <lmdb.h>
+
+#include "internal.h"
+
+struct mkv_registry {
+	MDB_env *env;
+	MDB_dbi entries, pages, freed, meta, answers, kids;
+	MDB_txn *ready;        /* a reset read txn, taken and put back by exchange */
+	pthread_mutex_t lock;  /* guards the read-txn cache */
+	MDB_txn **rtxn;        /* more reset read txns ready for renew */
+	unsigned nrtxn, cap;
+	const char *map;       /* LMDB's map of the file, and its size */
+	size_t mapsize;
+};
+
+/*
+ * struct mkv_txn is never defined: it is LMDB's MDB_txn under the
+ * library's own name, converted here and nowhere else.
+ */
+static inline MDB_txn *reg_txn(struct mkv_txn *txn)
+{
+	return (MDB_txn *)txn;
+}
+static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
+{
+	return (struct mkv_txn *)txn;
+}
+
+/* registry.c */
+int mkv_reg_err(int rc, const char *what);
+bool mkv_reg_is_table(const MDB_val *key);
+/* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
+int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
+
+/* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */
+struct mkv_regcheck {
+	int fd;                  /* registry.mdb */
+	const char *pool;        /* the pool's path, for messages */
+	uint64_t map_size;       /* LMDB's map size: super's registry_size */
+	/* what a walk found */
+	uint64_t first_key_off;  /* file offset of the main database's first key; 0: empty */
+	uint64_t pages;          /* pages of the snapshot's trees and overflow runs */
+	uint64_t free_pages;     /* pages on its free list */
+};
+int mkv_regcheck_metas(struct mkv_regcheck *c);
+int mkv_regcheck_walk(struct mkv_regcheck *c, uint64_t txnid);
+
+#endif

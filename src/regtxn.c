@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * regtxn.c -- the registry's transactions, and the room they have.
+ *
+ * Writers (the lease holder) take flock() of super before LMDB's write
+ * mutex, so that every wait is bounded.  Read transactions are reused:
+ * reset after use and renewed for the next lookup, one kept ready for a
+ * lock-free exchange and a few more in a cache.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+
+#include "registry.h"
+
+/*
+ * A registry write txn, for the lease holder.  Only a holder writes, but a
+ * holder that was stopped inside a txn keeps LMDB's write mutex, and a
+ * successor would block on it for as long as the stop lasts.  So writers
+ * first take flock() of super, which they wait for a bounded time (a
+ * quarter lease period): MKV_E_TIMEDOUT if a stopped holder keeps it.
+ */
+int
+mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
+{
+	MDB_txn *t;
+	int rc = mkv_flock_until(p->super_fd, LOCK_EX, mkv_now_ns() + p->lease_period_ns / 4);
+
+	if (rc == -ETIMEDOUT)
+		return mkv_err(MKV_E_TIMEDOUT,
+				"pool %s: another lease holder is inside a registry write (stopped?)",
+				p->path);
+	if (rc)
+		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
+		flock(p->super_fd, LOCK_UN);
+		return mkv_reg_err(rc, "registry: write txn");
+	}
+	*txn = reg_mkv_txn(t);
+	return 0;
+}
+
+/* Commit (or abort) what mkv_reg_wtxn() began; the commit's error. */
+int
+mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
+{
+	int rc = 0;
+
+	if (commit)
+		rc = mdb_txn_commit(reg_txn(txn));
+	else
+		mdb_txn_abort(reg_txn(txn));
+	flock(p->super_fd, LOCK_UN);
+	return rc ? mkv_reg_err(rc, "registry: commit") : 0;
+}
+
+/* A read txn, renewed from the handle's cache when one is there. */
+int
+mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
+{
+	MDB_txn *t = __atomic_exchange_n(&p->reg->ready, NULL, __ATOMIC_ACQUIRE);
+	int rc;
+
+	if (!t) {
+		pthread_mutex_lock(&p->reg->lock);
+		if (p->reg->nrtxn)
+			t = p->reg->rtxn[--p->reg->nrtxn];
+		pthread_mutex_unlock(&p->reg->lock);
+	}
+	if (t) {
+		rc = mdb_txn_renew(t);
+		if (!rc) {
+			*txn = reg_mkv_txn(t);
+			return 0;
+		}
+		mdb_txn_abort(t);
+	}
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &t)))
+		return mkv_reg_err(rc, "registry: read txn");
+	*txn = reg_mkv_txn(t);
+	return 0;
+}
+
+/* A read txn back to the cache, reset. */
+void
+mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *rtxn)
+{
+	MDB_txn *none = NULL, *txn = reg_txn(rtxn);
+
+	mdb_txn_reset(txn);
+	/* One thread at a time (the common case) never takes the lock. */
+	if (__atomic_compare_exchange_n(&p->reg->ready, &none, txn, false, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&p->reg->lock);
+	if (p->reg->nrtxn < p->reg->cap) {
+		p->reg->rtxn[p->reg->nrtxn++] = txn;
+		txn = NULL;
+	}
+	pthread_mutex_unlock(&p->reg->lock);
+	if (txn)
+		mdb_txn_abort(txn);
+}
+
+/* The id of a txn: the snapshot a read txn sees, the one a write txn makes. */
+uint64_t
+mkv_reg_txn_id(struct mkv_txn *txn)
+{
+	return mdb_txn_id(reg_txn(txn));
+}
+
+/*
+ * The last committed txn id, as the meta page shows it.  LMDB updates the
+ * meta page before the reader table's txn id, so a read txn begun after
+ * this call sees a snapshot of at least this id minus one: callers allow
+ * for that.
+ */
+uint64_t
+mkv_reg_last_txn(struct mkv_pool *p)
+{
+	MDB_envinfo info;
+
+	mdb_env_info(p->reg->env, &info);
+	return info.me_last_txnid;
+}
+
+/*
+ * Whether the registry is too full to take another publish.  LMDB copies
+ * pages on write, so a delete needs free pages too: publishes stop while a
+ * reserve (5 %, at least 64 pages) remains, and that reserve is there for
+ * deletes.  Free pages are those past the high-water mark plus those on
+ * LMDB's free list, counted only when the mark comes near the end.
+ */
+int
+mkv_reg_full(struct mkv_pool *p, bool *full)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct mkv_txn *rtxn;
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k, d;
+	uint64_t total, reserve, used, freelist = 0;
+	int rc;
+
+	mdb_env_info(p->reg->env, &info);
+	mdb_env_stat(p->reg->env, &st);
+	total = info.me_mapsize / st.ms_psize;
+	reserve = total / 20 > 64 ? total / 20 : 64;
+	used = info.me_last_pgno + 1;
+	*full = false;
+	if (used + reserve <= total)
+		return 0;
+	/* LMDB opens its free list only in read txns */
+	if ((rc = mkv_reg_rtxn(p, &rtxn)))
+		return rc;
+	txn = reg_txn(rtxn);
+	if ((rc = mdb_cursor_open(txn, 0, &c))) {
+		mkv_reg_rtxn_done(p, rtxn);
+		return mkv_reg_err(rc, "registry: free list");
+	}
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		size_t n;
+
+		if (mkv_reg_val(p, txn, &d, "a free list")) {
+			mdb_cursor_close(c);
+			mkv_reg_rtxn_done(p, rtxn);
+			return MKV_E_CORRUPT;
+		}
+		if (d.mv_size < sizeof(n))
+			continue;
+		memcpy(&n, d.mv_data, sizeof(n));  /* an MDB_IDL: count, then page numbers */
+		freelist += n;
+	}
+	mdb_cursor_close(c);
+	mkv_reg_rtxn_done(p, rtxn);
+	if (rc != MDB_NOTFOUND)
+		return mkv_reg_err(rc, "registry: free list");
+	*full = used - (freelist < used ? freelist : used) + reserve > total;
+	return 0;
+}
+
+/* The bytes of the registry file in use, up to its high-water mark. */
+uint64_t
+mkv_reg_used(struct mkv_pool *p)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+
+	mdb_env_info(p->reg->env, &info);
+	mdb_env_stat(p->reg->env, &st);
+	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+}
+
+/* Clear the LMDB reader slots of dead processes: how many; -1 (no message) if LMDB could not. */
+int
+mkv_reg_reader_check(struct mkv_pool *p)
+{
+	int stale = 0;
+
+	return mdb_reader_check(p->reg->env, &stale) ? -1 : stale;
+}
