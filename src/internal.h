@@ -30,6 +30,16 @@ int mkv_err_pmem2(int rc, const char *what);
 void mkv_log(enum mkv_log_level level, const char *fmt, ...)
 		__attribute__((format(printf, 2, 3)));
 
+/* clock.c: CLOCK_MONOTONIC (deadlines, intervals) and CLOCK_REALTIME (heartbeats) */
+uint64_t mkv_now_ns(void);
+uint64_t mkv_wall_ns(void);
+int64_t mkv_age_ms(uint64_t wall_ns);
+
+/* hash.c: hashes stored in the pool */
+uint64_t mkv_fnv1a(const void *buf, size_t len);
+uint64_t mkv_checksum(const void *buf, size_t len);
+uint64_t mkv_key_hash(const void *key, size_t klen);
+
 /* persist.c: flushes of our own structures and payloads, over libpmem2 */
 struct mkv_mapping {
 	struct pmem2_map *map;
@@ -182,8 +192,6 @@ static inline void mkv_full_fence(void)
 }
 
 /* kv.c */
-uint64_t mkv_checksum(const void *buf, size_t len);
-uint64_t mkv_key_hash(const void *key, size_t klen);
 void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
 
 /* pool.c */
@@ -200,9 +208,6 @@ struct mkv_opts {
 	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
-uint64_t mkv_now_ns(void);
-uint64_t mkv_wall_ns(void);
-int64_t mkv_age_ms(uint64_t wall_ns);
 int mkv_flock_until(int fd, int how, uint64_t deadline);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
 int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
@@ -219,7 +224,6 @@ static inline void *mkv_page_addr(const struct mkv_pool *p, uint64_t page)
 {
 	return p->arena + (page << p->page_shift);
 }
-uint64_t mkv_fnv1a(const void *buf, size_t len);
 
 /* dax.c: what backs the data arena */
 int mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size,

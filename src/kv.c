@@ -14,23 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <xxhash.h>
-
 #include "internal.h"
-
-/* A value's checksum (XXH3, 64 bits); never 0, which means "none". */
-uint64_t
-mkv_checksum(const void *buf, size_t len)
-{
-	return XXH3_64bits(buf, len) | 1;
-}
-
-/* What an entry records of its parent key (a chain's link); never 0, "no parent". */
-uint64_t
-mkv_key_hash(const void *key, size_t klen)
-{
-	return XXH3_64bits_withSeed(key, klen, 0x6b6964) | 1;
-}
 
 static int
 check_pool(const struct mkv_pool *p, const char *fn)

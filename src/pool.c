@@ -108,39 +108,6 @@ open_list_remove(struct mkv_pool *p)
 	pthread_mutex_unlock(&open_lock);
 }
 
-uint64_t
-mkv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* CLOCK_REALTIME in nanoseconds: heartbeats' times, for display. */
-uint64_t
-mkv_wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * Milliseconds from a CLOCK_REALTIME time another process wrote in the
- * pool (a heartbeat's) to now, by this host's clock; negative if it is in
- * the future.  Any value: the word may be damaged.
- */
-int64_t
-mkv_age_ms(uint64_t wall_ns)
-{
-	uint64_t now = mkv_wall_ns();
-
-	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
-		-(int64_t)((wall_ns - now) / 1000000);
-}
-
 /*
  * flock(fd, how | LOCK_NB) until it succeeds or the deadline (a
  * mkv_now_ns() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
@@ -204,19 +171,6 @@ static uint64_t
 align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) / a * a;
-}
-
-uint64_t
-mkv_fnv1a(const void *buf, size_t len)
-{
-	const uint8_t *b = buf;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
 }
 
 MKV_EXPORT int

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clock.c -- the library's clocks: CLOCK_MONOTONIC for deadlines and the
+ * intervals one process measures, CLOCK_REALTIME for the times written in
+ * the pool for others to read (heartbeats).
+ */
+#include "config.h"
+
+#include <time.h>
+
+#include "internal.h"
+
+/* CLOCK_MONOTONIC in nanoseconds: deadlines, and intervals this process measures. */
+uint64_t
+mkv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_REALTIME in nanoseconds: heartbeats' times, for display. */
+uint64_t
+mkv_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Milliseconds from a CLOCK_REALTIME time another process wrote in the
+ * pool (a heartbeat's) to now, by this host's clock; negative if it is in
+ * the future.  Any value: the word may be damaged.
+ */
+int64_t
+mkv_age_ms(uint64_t wall_ns)
+{
+	uint64_t now = mkv_wall_ns();
+
+	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
+		-(int64_t)((wall_ns - now) / 1000000);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hash.c -- the library's hashes: FNV-1a for names (a node's id, the boot
+ * id), XXH3 for keys (a chain's link to its parent) and for values'
+ * checksums.  Their results are stored in the pool: none of them may
+ * change.
+ */
+#include "config.h"
+
+#include <xxhash.h>
+
+#include "internal.h"
+
+uint64_t
+mkv_fnv1a(const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* A value's checksum (XXH3, 64 bits); never 0, which means "none". */
+uint64_t
+mkv_checksum(const void *buf, size_t len)
+{
+	return XXH3_64bits(buf, len) | 1;
+}
+
+/* What an entry records of its parent key (a chain's link); never 0, "no parent". */
+uint64_t
+mkv_key_hash(const void *key, size_t klen)
+{
+	return XXH3_64bits_withSeed(key, klen, 0x6b6964) | 1;
+}
