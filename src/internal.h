@@ -40,6 +40,11 @@ uint64_t mkv_fnv1a(const void *buf, size_t len);
 uint64_t mkv_checksum(const void *buf, size_t len);
 uint64_t mkv_key_hash(const void *key, size_t klen);
 
+/* valid.c: checks of keys, node names and watermarks */
+int mkv_check_key(const void *key, size_t klen);
+int mkv_check_node_name(const char *name);
+int mkv_watermarks_check(unsigned low, unsigned high);
+
 /* persist.c: flushes of our own structures and payloads, over libpmem2 */
 struct mkv_mapping {
 	struct pmem2_map *map;
@@ -215,7 +220,6 @@ int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
 int mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type);
 int mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
 bool mkv_super_locked(const struct mkv_pool *p, uint64_t off);
-int mkv_watermarks_check(unsigned low, unsigned high);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len >> p->page_shift) + ((len & (p->page_size - 1)) != 0);
@@ -243,7 +247,6 @@ void mkv_reg_forget(struct mkv_pool *p);
 /* Walk the read txn's snapshot (regcheck.c), renewing the txn if a writer overwrote its meta */
 int mkv_reg_walk(struct mkv_pool *p, struct mkv_txn *txn);
 void mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table);
-int mkv_check_key(const void *key, size_t klen);
 /* regtxn.c: transactions, and the room they have */
 int mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn);
 int mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit);

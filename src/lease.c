@@ -57,28 +57,12 @@ nap(void)
 	nanosleep(&ts, NULL);
 }
 
-static bool
-name_ok(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > MKV_NODE_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* This process's node: the name given, else $MARUKV_NODE, else the host name. */
 int
 mkv_node_name(struct mkv_pool *p, const char *name)
 {
 	char host[256] = "";
+	int rc;
 
 	if (!name || !*name)
 		name = getenv("MARUKV_NODE");
@@ -87,10 +71,8 @@ mkv_node_name(struct mkv_pool *p, const char *name)
 		host[MKV_NODE_NAME_MAX] = '\0';
 		name = host;
 	}
-	if (!name_ok(name))
-		return mkv_err(MKV_E_INVAL,
-				"node name \"%.40s\" is not 1 to %d characters of [A-Za-z0-9._-]",
-				name, MKV_NODE_NAME_MAX);
+	if ((rc = mkv_check_node_name(name)))
+		return rc;
 	memcpy(p->node_name, name, strlen(name) + 1);
 	p->node = mkv_fnv1a(name, strlen(name)) | 1;
 	p->node_idx = UINT32_MAX;

@@ -193,16 +193,6 @@ mkv_opts_new(struct mkv_opts **out)
 	return 0;
 }
 
-/* Watermarks as the options and the holder take them. */
-int
-mkv_watermarks_check(unsigned low, unsigned high)
-{
-	if (low > high || high > 90)
-		return mkv_err(MKV_E_INVAL, "watermarks %u%%/%u%%: want 0 <= low <= high <= 90",
-				low, high);
-	return 0;
-}
-
 MKV_EXPORT int
 mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct, unsigned high_pct)
 {
@@ -332,17 +322,14 @@ mkv_opts_set_group(struct mkv_opts *opts, gid_t gid)
 MKV_EXPORT int
 mkv_opts_set_node(struct mkv_opts *opts, const char *name)
 {
-	size_t n;
+	int rc;
 
 	mkv_err_clear();
 	if (!opts || !name)
 		return mkv_err(MKV_E_INVAL, "mkv_opts_set_node: NULL argument");
-	n = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-	if (n == 0 || n > MKV_NODE_NAME_MAX || name[n] != '\0')
-		return mkv_err(MKV_E_INVAL,
-				"node name \"%.40s\" is not 1 to %d characters of [A-Za-z0-9._-]",
-				name, MKV_NODE_NAME_MAX);
-	memcpy(opts->node, name, n + 1);
+	if ((rc = mkv_check_node_name(name)))
+		return rc;
+	memcpy(opts->node, name, strlen(name) + 1);
 	return 0;
 }
 

@@ -478,15 +478,3 @@ mkv_reg_forget(struct mkv_pool *p)
 	free(p->reg);
 	p->reg = NULL;
 }
-
-int
-mkv_check_key(const void *key, size_t klen)
-{
-	if (!key)
-		return mkv_err(MKV_E_INVAL, "key is NULL");
-	if (klen == 0 || klen > MKV_KEY_MAX)
-		return mkv_err(MKV_E_INVAL, "key length %zu out of range (1 to %d)", klen,
-				MKV_KEY_MAX);
-	return 0;
-}
-
