@@ -199,6 +199,18 @@ static inline void mkv_full_fence(void)
 /* kv.c */
 void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
 
+/* file.c: the pool's files, opened by name without following links */
+const char *mkv_access_name(int flags);
+int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
+int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
+int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
+
+/* lock.c: flock() until a deadline; byte locks on super */
+int mkv_flock_until(int fd, int how, uint64_t deadline);
+int mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type);
+int mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
+bool mkv_super_locked(const struct mkv_pool *p, uint64_t off);
+
 /* pool.c */
 struct mkv_opts {
 	uint64_t data_size;
@@ -213,13 +225,6 @@ struct mkv_opts {
 	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
-int mkv_flock_until(int fd, int how, uint64_t deadline);
-int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
-int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
-int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
-int mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type);
-int mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
-bool mkv_super_locked(const struct mkv_pool *p, uint64_t off);
 static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len >> p->page_shift) + ((len & (p->page_size - 1)) != 0);

@@ -108,65 +108,6 @@ open_list_remove(struct mkv_pool *p)
 	pthread_mutex_unlock(&open_lock);
 }
 
-/*
- * flock(fd, how | LOCK_NB) until it succeeds or the deadline (a
- * mkv_now_ns() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
- * by a stopped process must not hang the caller.
- */
-int
-mkv_flock_until(int fd, int how, uint64_t deadline)
-{
-	struct timespec nap = { 0, 1000 * 1000 };
-
-	while (flock(fd, how | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR)
-			return -errno;
-		if (mkv_now_ns() >= deadline)
-			return -ETIMEDOUT;
-		nanosleep(&nap, NULL);
-	}
-	return 0;
-}
-
-/*
- * Lock (F_WRLCK) or unlock (F_UNLCK) byte off of super with an
- * open-file-description lock, without waiting: 0 or -errno (-EAGAIN: held
- * by another).  See layout.h for which bytes mean what.
- */
-int
-mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
-
-	return fcntl(p->super_fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
-}
-
-/* mkv_super_lock(F_WRLCK), retried until the deadline: 0, -ETIMEDOUT or -errno. */
-int
-mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline)
-{
-	struct timespec nap = { 0, 1000 * 1000 };
-	int rc;
-
-	while ((rc = mkv_super_lock(p, off, F_WRLCK)) == -EAGAIN || rc == -EACCES || rc == -EINTR) {
-		if (mkv_now_ns() >= deadline)
-			return -ETIMEDOUT;
-		nanosleep(&nap, NULL);
-	}
-	return rc;
-}
-
-/* Whether another open file description holds byte off of super (true if unknown). */
-bool
-mkv_super_locked(const struct mkv_pool *p, uint64_t off)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
-
-	if (fcntl(p->super_fd, F_OFD_GETLK, &fl) < 0)
-		return true;
-	return fl.l_type != F_UNLCK;
-}
-
 static uint64_t
 align_up(uint64_t v, uint64_t a)
 {
@@ -381,99 +322,6 @@ prealloc(int fd, uint64_t size, const char *path, const char *name)
 	return 0;
 }
 
-/* "read" or "read and write": the access open flags ask for. */
-static const char *
-access_name(int flags)
-{
-	return (flags & O_ACCMODE) == O_RDONLY ? "read" : "read and write";
-}
-
-/*
- * Open the pool file `name` without following a link, and check that it is
- * a regular file with no other name: a link or a second name planted in
- * the pool would make us write to another file (MKV_E_PERM).  -ENOENT if
- * it is not there.  O_NONBLOCK keeps a FIFO planted there from hanging the
- * open; it changes nothing for a regular file.
- */
-int
-mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd)
-{
-	struct stat st;
-
-	*fd = openat(p->dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (*fd < 0) {
-		if (errno == ENOENT)
-			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, name);
-		if (errno == ELOOP)
-			return mkv_err(MKV_E_PERM, "pool %s: %s is a symbolic link: refusing to follow it",
-					p->path, name);
-		if (errno == EACCES)
-			return mkv_err(-EACCES, "pool %s: %s: permission denied (%s access is needed; see SECURITY in marukv(7))",
-					p->path, name, access_name(flags));
-		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
-	}
-	if (fstat(*fd, &st) < 0)
-		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
-	if (!S_ISREG(st.st_mode))
-		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, name);
-	if (st.st_nlink != 1)
-		return mkv_err(MKV_E_PERM, "pool %s: %s has %llu names (hard links): refusing it",
-				p->path, name, (unsigned long long)st.st_nlink);
-	return 0;
-}
-
-/*
- * Create the pool file `name`: never over anything already there (a file
- * or a link), with the pool's permissions whatever the umask, and given to
- * the pool's group if it has one.
- */
-int
-mkv_file_create(struct mkv_pool *p, const char *name, int *fd)
-{
-	*fd = openat(p->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (*fd < 0)
-		return mkv_err(errno == EEXIST ? MKV_E_PERM : -errno, "pool %s: cannot create %s: %m",
-				p->path, name);
-	if (p->create_gid != (gid_t)-1 && fchown(*fd, (uid_t)-1, p->create_gid) < 0)
-		return mkv_err(errno == EPERM ? MKV_E_PERM : -errno,
-				"pool %s: cannot give %s to group %u: %m", p->path, name,
-				(unsigned)p->create_gid);
-	if (fchmod(*fd, p->create_gid != (gid_t)-1 ? 0660 : 0600) < 0)
-		return mkv_err(-errno, "pool %s: cannot set the mode of %s: %m", p->path, name);
-	return 0;
-}
-
-/*
- * Check a pool file that another library opens by name (LMDB's): a
- * regular file with one name, and the access it will need.  The pool's
- * directory is writable by its owner alone (pool_dir_open()), so nobody
- * else can swap the file between this check and that open.
- */
-int
-mkv_file_check(struct mkv_pool *p, const char *name, int flags)
-{
-	struct stat st;
-
-	if (fstatat(p->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, name);
-		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
-	}
-	if (S_ISLNK(st.st_mode))
-		return mkv_err(MKV_E_PERM, "pool %s: %s is a symbolic link: refusing to follow it",
-				p->path, name);
-	if (!S_ISREG(st.st_mode))
-		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, name);
-	if (st.st_nlink != 1)
-		return mkv_err(MKV_E_PERM, "pool %s: %s has %llu names (hard links): refusing it",
-				p->path, name, (unsigned long long)st.st_nlink);
-	if (faccessat(p->dirfd, name, (flags & O_ACCMODE) == O_RDONLY ? R_OK : R_OK | W_OK,
-			AT_EACCESS) < 0)
-		return mkv_err(-errno, "pool %s: %s: %m (%s access is needed; see SECURITY in marukv(7))",
-				p->path, name, access_name(flags));
-	return 0;
-}
-
 /*
  * Open `data`: a regular file, checked like every pool file, or a
  * device-DAX node (a character device), which an administrator may also
@@ -496,7 +344,7 @@ data_fd_open(struct mkv_pool *p, int flags)
 			return mkv_err(-ENOENT, "pool %s: data is missing", p->path);
 		if (errno == EACCES)
 			return mkv_err(-EACCES, "pool %s: data: permission denied (%s access is needed; see SECURITY in marukv(7))",
-					p->path, access_name(flags));
+					p->path, mkv_access_name(flags));
 		return mkv_err(-errno, "pool %s: data: %m", p->path);
 	}
 	if (fstat(p->data_fd, &st) < 0)
