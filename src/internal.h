@@ -289,10 +289,14 @@ int mkv_reg_answer_get(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
 		struct mkv_answer_rec *a);
 int mkv_reg_answer_put(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
 		const struct mkv_answer_rec *a);
-typedef int (*mkv_reg_each_fn)(void *arg, const void *key, size_t klen, const void *val,
-		size_t vlen);
-int mkv_reg_scan(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, mkv_reg_each_fn fn,
+/* e: the entry of key, or NULL for a record of size bytes that is no entry's size */
+typedef int (*mkv_reg_entry_fn)(void *arg, const void *key, size_t klen,
+		const struct mkv_entry *e, size_t size);
+int mkv_reg_entries_scan(struct mkv_pool *p, struct mkv_txn *txn, mkv_reg_entry_fn fn,
 		void *arg);
+/* e: an extent of a record of size bytes; NULL after them if size is no whole number of them */
+typedef int (*mkv_reg_freed_fn)(void *arg, const struct mkv_extent *e, size_t size);
+int mkv_reg_freed_scan(struct mkv_pool *p, struct mkv_txn *txn, mkv_reg_freed_fn fn, void *arg);
 int mkv_reg_count(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, uint64_t *n);
 
 /* client.c */

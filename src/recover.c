@@ -30,35 +30,26 @@ struct marking {
 };
 
 static int
-mark_entry(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+mark_entry(void *arg, const void *key, size_t klen, const struct mkv_entry *e, size_t size)
 {
 	struct marking *m = arg;
-	struct mkv_entry e;
 
 	(void)key;
 	(void)klen;
-	if (vlen != sizeof(e))
-		return 0;
-	memcpy(&e, val, sizeof(e));
-	if (mkv_extent_ok(m->p, &(struct mkv_extent){ e.page, e.npages }))
-		memset(m->mark + e.page, MKV_PG_USED, e.npages);
+	(void)size;
+	if (e && mkv_extent_ok(m->p, &(struct mkv_extent){ e->page, e->npages }))
+		memset(m->mark + e->page, MKV_PG_USED, e->npages);
 	return 0;
 }
 
 static int
-mark_freed(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+mark_freed(void *arg, const struct mkv_extent *e, size_t size)
 {
 	struct marking *m = arg;
 
-	(void)key;
-	(void)klen;
-	for (size_t i = 0; i < vlen / sizeof(struct mkv_extent); i++) {
-		struct mkv_extent e;
-
-		memcpy(&e, (const char *)val + i * sizeof(e), sizeof(e));
-		if (mkv_extent_ok(m->p, &e))
-			memset(m->mark + e.page, MKV_PG_QUARANTINED, e.npages);
-	}
+	(void)size;
+	if (e && mkv_extent_ok(m->p, e))
+		memset(m->mark + e->page, MKV_PG_QUARANTINED, e->npages);
 	return 0;
 }
 
@@ -67,9 +58,9 @@ static int
 recover_marks(struct mkv_pool *p, struct mkv_txn *txn, uint8_t *mark)
 {
 	struct marking m = { p, mark };
-	int rc = mkv_reg_scan(p, txn, MKV_TABLE_ENTRIES, mark_entry, &m);
+	int rc = mkv_reg_entries_scan(p, txn, mark_entry, &m);
 
-	return rc ? rc : mkv_reg_scan(p, txn, MKV_TABLE_FREED, mark_freed, &m);
+	return rc ? rc : mkv_reg_freed_scan(p, txn, mark_freed, &m);
 }
 
 /*

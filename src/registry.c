@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * registry.c -- the key registry's LMDB environment (MDB_NOSUBDIR):
- * creating, opening and closing it, and the translation of LMDB's errors.
- * Its databases and their formats are regtable.c's, its transactions
- * regtxn.c's.  The map size is fixed to the preallocated file's size, so no
+ * creating, opening and closing it.  Its databases and their formats are
+ * regtable.c's; its transactions, LMDB's errors translated and the check of
+ * what LMDB returns are regtxn.c's.  The map size is fixed to the preallocated file's size, so no
  * process ever resizes the map under another.
  *
  * LMDB trusts its file.  Opening checks the meta page LMDB will use before
  * mdb_env_open() and walks the first snapshot before LMDB reads a page of
  * it (regcheck.c); every key and value LMDB returns here is checked to lie
- * inside its map before it is read (mkv_reg_val).
+ * inside its map before it is read (mkv_reg_val(), regtxn.c).
  */
 #include "config.h"
 
@@ -26,46 +26,6 @@
 
 #define RTXN_CACHE 8   /* reset read txns a handle keeps for renewal */
 #define WALK_TRIES 16
-
-/* LMDB's positive errno values and MDB_* codes, translated. */
-int
-mkv_reg_err(int rc, const char *what)
-{
-	int code;
-
-	switch (rc) {
-	case MDB_NOTFOUND:
-		code = MKV_E_NOTFOUND;
-		break;
-	case MDB_KEYEXIST:
-		code = MKV_E_EXISTS;
-		break;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-	case MDB_PAGE_FULL:
-		code = MKV_E_NOSPC;
-		break;
-	case MDB_READERS_FULL:
-		code = MKV_E_USERS;
-		break;
-	case MDB_CORRUPTED:
-	case MDB_PAGE_NOTFOUND:
-	case MDB_INVALID:
-	case MDB_PANIC:
-		code = MKV_E_CORRUPT;
-		break;
-	case MDB_VERSION_MISMATCH:
-		code = MKV_E_VERSION;
-		break;
-	case MDB_BAD_VALSIZE:
-		code = MKV_E_INVAL;
-		break;
-	default:
-		code = rc > 0 ? -rc : MKV_E_INTERNAL;
-		break;
-	}
-	return mkv_err(code, "%s: %s", what, mdb_strerror(rc));
-}
 
 /* The handle's registry state, made at create or open, freed by close or forget. */
 static int
@@ -105,12 +65,6 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 	if (rc)
 		return mkv_reg_err(rc, "registry: mdb_env_open");
 	return 0;
-}
-
-bool
-mkv_reg_is_table(const MDB_val *key)
-{
-	return key->mv_size > MKV_KEY_MAX;
 }
 
 /* A table's name: "marukv." and its own, padded with '.' to MKV_TABLE_NAME_LEN. */
@@ -321,25 +275,6 @@ map_find(struct mkv_pool *p, MDB_txn *txn, const struct mkv_regcheck *c)
 	p->reg->map = (const char *)base;
 	p->reg->mapsize = info.me_mapsize;
 	return 0;
-}
-
-/*
- * Whether a key or value LMDB returned lies inside its map, checked before
- * the library reads it.  A write txn's own changes live in pages LMDB
- * allocated outside the map: a write txn is one whose id is past the last
- * committed txn's.
- */
-int
-mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what)
-{
-	uintptr_t a = (uintptr_t)v->mv_data, lo = (uintptr_t)p->reg->map;
-
-	if (a >= lo && v->mv_size <= p->reg->mapsize && a - lo <= p->reg->mapsize - v->mv_size)
-		return 0;
-	if (mdb_txn_id(txn) > mkv_reg_last_txn(p))
-		return 0;
-	return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb: LMDB gave %s outside its map",
-			p->path, what);
 }
 
 /*

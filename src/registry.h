@@ -39,9 +39,8 @@ static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
 	return (struct mkv_txn *)txn;
 }
 
-/* registry.c */
+/* regtxn.c */
 int mkv_reg_err(int rc, const char *what);
-bool mkv_reg_is_table(const MDB_val *key);
 /* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
 int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
 

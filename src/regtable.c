@@ -381,14 +381,23 @@ mkv_reg_answer_put(struct mkv_pool *p, struct mkv_txn *txn, uint64_t rq,
 	return rc ? mkv_reg_err(rc, "answers") : 0;
 }
 
+/* Whether a key of the main database names a table (a key is at most MKV_KEY_MAX bytes). */
+static bool
+is_table(const MDB_val *key)
+{
+	return key->mv_size > MKV_KEY_MAX;
+}
+
+/* A raw record of a table, to a scan's decoder. */
+typedef int (*record_fn)(void *arg, const MDB_val *k, const MDB_val *d);
+
 /*
  * Every record of a table, in key order, to fn (the entries without the
  * main database's table names); fn returns non-zero to stop, and that is
  * returned.  A key or value outside LMDB's map: MKV_E_CORRUPT.
  */
-int
-mkv_reg_scan(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, mkv_reg_each_fn fn,
-		void *arg)
+static int
+scan(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, record_fn fn, void *arg)
 {
 	MDB_cursor *c;
 	MDB_val k, d;
@@ -400,15 +409,75 @@ mkv_reg_scan(struct mkv_pool *p, struct mkv_txn *txn, enum mkv_table t, mkv_reg_
 		if ((stop = mkv_reg_val(p, reg_txn(txn), &k, "a key")) ||
 		    (stop = mkv_reg_val(p, reg_txn(txn), &d, "a value")))
 			break;
-		if (t == MKV_TABLE_ENTRIES && mkv_reg_is_table(&k))
+		if (t == MKV_TABLE_ENTRIES && is_table(&k))
 			continue;
-		if ((stop = fn(arg, k.mv_data, k.mv_size, d.mv_data, d.mv_size)))
+		if ((stop = fn(arg, &k, &d)))
 			break;
 	}
 	mdb_cursor_close(c);
 	if (stop)
 		return stop;
 	return rc == MDB_NOTFOUND ? 0 : mkv_reg_err(rc, "registry: scan");
+}
+
+struct entry_scan {
+	mkv_reg_entry_fn fn;
+	void *arg;
+};
+
+static int
+entry_record(void *arg, const MDB_val *k, const MDB_val *d)
+{
+	struct entry_scan *s = arg;
+	struct mkv_entry e;
+
+	if (d->mv_size != sizeof(e))
+		return s->fn(s->arg, k->mv_data, k->mv_size, NULL, d->mv_size);
+	memcpy(&e, d->mv_data, sizeof(e));
+	return s->fn(s->arg, k->mv_data, k->mv_size, &e, d->mv_size);
+}
+
+/* Every key and its entry, decoded (unchecked: the caller judges it), in key order. */
+int
+mkv_reg_entries_scan(struct mkv_pool *p, struct mkv_txn *txn, mkv_reg_entry_fn fn, void *arg)
+{
+	struct entry_scan s = { fn, arg };
+
+	return scan(p, txn, MKV_TABLE_ENTRIES, entry_record, &s);
+}
+
+struct freed_scan {
+	mkv_reg_freed_fn fn;
+	void *arg;
+};
+
+static int
+freed_record(void *arg, const MDB_val *k, const MDB_val *d)
+{
+	struct freed_scan *s = arg;
+	size_t n = d->mv_size / sizeof(struct mkv_extent);
+	int rc;
+
+	(void)k;
+	for (size_t i = 0; i < n; i++) {
+		struct mkv_extent e;
+
+		memcpy(&e, (const char *)d->mv_data + i * sizeof(e), sizeof(e));
+		if ((rc = s->fn(s->arg, &e, d->mv_size)))
+			return rc;
+	}
+	if (d->mv_size % sizeof(struct mkv_extent))
+		return s->fn(s->arg, NULL, d->mv_size);
+	return 0;
+}
+
+/* Every extent of every quarantine record, decoded (unchecked), oldest record first. */
+int
+mkv_reg_freed_scan(struct mkv_pool *p, struct mkv_txn *txn, mkv_reg_freed_fn fn, void *arg)
+{
+	struct freed_scan s = { fn, arg };
+
+	return scan(p, txn, MKV_TABLE_FREED, freed_record, &s);
 }
 
 /* How many records a table holds (the entries without the table names). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * regtxn.c -- the registry's transactions, and the room they have.
+ * regtxn.c -- the registry's transactions, and the room they have; LMDB's
+ * errors translated, and what LMDB returns checked before it is read.
  *
  * Writers (the lease holder) take flock() of super before LMDB's write
  * mutex, so that every wait is bounded.  Read transactions are reused:
@@ -14,6 +15,65 @@
 #include <sys/file.h>
 
 #include "registry.h"
+
+/* LMDB's positive errno values and MDB_* codes, translated. */
+int
+mkv_reg_err(int rc, const char *what)
+{
+	int code;
+
+	switch (rc) {
+	case MDB_NOTFOUND:
+		code = MKV_E_NOTFOUND;
+		break;
+	case MDB_KEYEXIST:
+		code = MKV_E_EXISTS;
+		break;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+	case MDB_PAGE_FULL:
+		code = MKV_E_NOSPC;
+		break;
+	case MDB_READERS_FULL:
+		code = MKV_E_USERS;
+		break;
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_INVALID:
+	case MDB_PANIC:
+		code = MKV_E_CORRUPT;
+		break;
+	case MDB_VERSION_MISMATCH:
+		code = MKV_E_VERSION;
+		break;
+	case MDB_BAD_VALSIZE:
+		code = MKV_E_INVAL;
+		break;
+	default:
+		code = rc > 0 ? -rc : MKV_E_INTERNAL;
+		break;
+	}
+	return mkv_err(code, "%s: %s", what, mdb_strerror(rc));
+}
+
+/*
+ * Whether a key or value LMDB returned lies inside its map, checked before
+ * the library reads it.  A write txn's own changes live in pages LMDB
+ * allocated outside the map: a write txn is one whose id is past the last
+ * committed txn's.
+ */
+int
+mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what)
+{
+	uintptr_t a = (uintptr_t)v->mv_data, lo = (uintptr_t)p->reg->map;
+
+	if (a >= lo && v->mv_size <= p->reg->mapsize && a - lo <= p->reg->mapsize - v->mv_size)
+		return 0;
+	if (mdb_txn_id(txn) > mkv_reg_last_txn(p))
+		return 0;
+	return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb: LMDB gave %s outside its map",
+			p->path, what);
+}
 
 /*
  * A registry write txn, for the lease holder.  Only a holder writes, but a

@@ -53,7 +53,8 @@ struct verifying {
 };
 
 static void
-check_entry(struct verifying *vf, const void *key, size_t klen, const void *val, size_t vlen)
+check_entry(struct verifying *vf, const void *key, size_t klen, const struct mkv_entry *ep,
+		size_t size)
 {
 	struct mkv_pool *p = vf->p;
 	struct mkv_verify *v = vf->v;
@@ -62,11 +63,11 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const void *val,
 	struct mkv_entry e;
 
 	v->entries++;
-	if (vlen != sizeof(e)) {
-		problem(v, "entry %llu has %zu bytes", (unsigned long long)v->entries, vlen);
+	if (!ep) {
+		problem(v, "entry %llu has %zu bytes", (unsigned long long)v->entries, size);
 		return;
 	}
-	memcpy(&e, val, sizeof(e));
+	e = *ep;
 	if (e.version != MKV_ENTRY_VERSION || e.npages == 0 || e.page >= p->nr_pages ||
 	    e.npages > p->nr_pages - e.page || e.length > e.npages * p->page_size ||
 	    mkv_pages_for(p, e.length) != e.npages) {
@@ -100,43 +101,37 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const void *val,
 }
 
 static int
-verify_entry(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+verify_entry(void *arg, const void *key, size_t klen, const struct mkv_entry *e, size_t size)
 {
 	struct verifying *vf = arg;
 
-	check_entry(vf, key, klen, val, vlen);
+	check_entry(vf, key, klen, e, size);
 	mkv_progress(vf->p, vf->v->entries, vf->total, &vf->last_ns);
 	return 0;
 }
 
 static int
-check_freed(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+check_freed(void *arg, const struct mkv_extent *e, size_t size)
 {
 	struct verifying *vf = arg;
 	struct mkv_pool *p = vf->p;
 	struct mkv_verify *v = vf->v;
-	uint8_t *mark = vf->mark;
 
-	(void)key;
-	(void)klen;
-	for (size_t j = 0; j < vlen / sizeof(struct mkv_extent); j++) {
-		struct mkv_extent e;
-
-		memcpy(&e, (const char *)val + j * sizeof(e), sizeof(e));
-		if (e.npages == 0 || e.page >= p->nr_pages || e.npages > p->nr_pages - e.page) {
-			problem(v, "quarantine record leaves the arena");
-			continue;
-		}
-		for (uint64_t i = e.page; i < e.page + e.npages; i++) {
-			if (mark[i])
-				problem(v, "quarantined page %llu also belongs to a value",
-						(unsigned long long)i);
-			mark[i] = MKV_PG_QUARANTINED;
-		}
-		v->pages_quarantined += e.npages;
+	if (!e) {
+		problem(v, "quarantine record of %zu bytes", size);
+		return 0;
 	}
-	if (vlen % sizeof(struct mkv_extent))
-		problem(v, "quarantine record of %zu bytes", vlen);
+	if (e->npages == 0 || e->page >= p->nr_pages || e->npages > p->nr_pages - e->page) {
+		problem(v, "quarantine record leaves the arena");
+		return 0;
+	}
+	for (uint64_t i = e->page; i < e->page + e->npages; i++) {
+		if (vf->mark[i])
+			problem(v, "quarantined page %llu also belongs to a value",
+					(unsigned long long)i);
+		vf->mark[i] = MKV_PG_QUARANTINED;
+	}
+	v->pages_quarantined += e->npages;
 	return 0;
 }
 
@@ -188,10 +183,10 @@ check_registry(struct verifying *vf)
 	int rc;
 
 	if ((rc = mkv_reg_count(p, vf->txn, MKV_TABLE_ENTRIES, &vf->total)) ||
-	    (rc = mkv_reg_scan(p, vf->txn, MKV_TABLE_ENTRIES, verify_entry, vf)))
+	    (rc = mkv_reg_entries_scan(p, vf->txn, verify_entry, vf)))
 		return rc;
 	mkv_progress(p, vf->v->entries, vf->v->entries, &vf->last_ns);
-	if ((rc = mkv_reg_scan(p, vf->txn, MKV_TABLE_FREED, check_freed, vf)) ||
+	if ((rc = mkv_reg_freed_scan(p, vf->txn, check_freed, vf)) ||
 	    (rc = mkv_reg_count(p, vf->txn, MKV_TABLE_PAGES, &npages)))
 		return rc;
 	if (npages != vf->v->entries)
