@@ -52,7 +52,7 @@ boot_read(void)
 		close(fd);
 	}
 	/* 0: unknown, and every other client is judged by its heartbeat */
-	boot_id = n > 0 ? mkv_fnv1a(buf, (size_t)n) | 1 : 0;
+	boot_id = n > 0 ? mkv_hash_fnv1a(buf, (size_t)n) | 1 : 0;
 }
 
 /*
@@ -63,12 +63,12 @@ boot_read(void)
  * hosts on one (marukv(7), ENVIRONMENT).
  */
 uint64_t
-mkv_boot_id(void)
+mkv_client_boot_id(void)
 {
 	const char *claim = getenv("MARUKV_BOOT_ID");
 
 	if (claim && *claim)
-		return mkv_fnv1a(claim, strlen(claim)) | 1;
+		return mkv_hash_fnv1a(claim, strlen(claim)) | 1;
 	pthread_once(&boot_once, boot_read);
 	return boot_id;
 }
@@ -78,7 +78,7 @@ heartbeat_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
 	struct mkv_watch *w = &p->watch[slot];
-	uint64_t beat = __atomic_load_n(&s->beat, __ATOMIC_SEQ_CST), now = mkv_now_ns();
+	uint64_t beat = __atomic_load_n(&s->beat, __ATOMIC_SEQ_CST), now = mkv_clock_now();
 
 	if (__atomic_load_n(&w->owner, __ATOMIC_RELAXED) != owner ||
 	    __atomic_load_n(&w->beat, __ATOMIC_RELAXED) != beat) {
@@ -113,7 +113,7 @@ mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	if (__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) != owner)
 		return false;
 	if (mkv_client_local(p, slot, owner))
-		return !mkv_super_locked(p, slot) &&
+		return !mkv_lock_super_held(p, slot) &&
 			__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) == owner;
 	return heartbeat_dead(p, slot, owner);
 }
@@ -150,11 +150,11 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	uint32_t inc = MKV_SLOT_INC(expect) + 1;
 	uint64_t owner = MKV_SLOT_OWNER(inc, p->pid);
 
-	if (mkv_super_lock(p, i, F_WRLCK))
+	if (mkv_lock_super(p, i, F_WRLCK))
 		return false;
 	if (!__atomic_compare_exchange_n(&s->owner, &expect, owner, false, __ATOMIC_SEQ_CST,
 			__ATOMIC_SEQ_CST)) {
-		mkv_super_lock(p, i, F_UNLCK);
+		mkv_lock_super(p, i, F_UNLCK);
 		return false;
 	}
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
@@ -176,7 +176,7 @@ mkv_client_attach(struct mkv_pool *p)
 	uint64_t o;
 
 	p->pid = (uint32_t)getpid();
-	p->boot = mkv_boot_id();
+	p->boot = mkv_client_boot_id();
 	for (uint32_t i = 0; i < n; i++) {
 		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
 		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o))
@@ -221,6 +221,17 @@ mkv_client_check(const struct mkv_pool *p, const char *fn)
 	return 0;
 }
 
+/* mkv_client_check(), and the handle must be open for writing. */
+int
+mkv_client_writable(const struct mkv_pool *p, const char *fn)
+{
+	int rc = mkv_client_check(p, fn);
+
+	if (!rc && (p->flags & MKV_RDONLY))
+		return mkv_err(MKV_E_RDONLY, "%s: pool %s is open read-only", fn, p->path);
+	return rc;
+}
+
 /* Advance our heartbeat, for the nodes that cannot see our process. */
 void
 mkv_client_beat(struct mkv_pool *p)
@@ -232,7 +243,7 @@ mkv_client_beat(struct mkv_pool *p)
 		return;
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->beat_wall_ns, mkv_wall_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&s->beat_wall_ns, mkv_clock_wall(), __ATOMIC_RELAXED);
 	p->super.persist(&s->beat, 2 * sizeof(uint64_t));
 }
 
@@ -248,59 +259,6 @@ mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses)
 		__atomic_add_fetch(&s->misses, misses, __ATOMIC_RELAXED);
 }
 
-MKV_EXPORT int
-mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size_t *n)
-{
-	uint64_t *granted;
-	size_t k = 0;
-	int rc;
-
-	mkv_err_clear();
-	if ((rc = mkv_client_check(pool, "mkv_pool_clients")))
-		return rc;
-	if (!n || (!out && max))
-		return mkv_err(MKV_E_INVAL, "mkv_pool_clients: NULL argument");
-	granted = calloc(pool->sb->max_clients, sizeof(*granted));
-	if (!granted)
-		return mkv_err(MKV_E_NOMEM, "mkv_pool_clients: out of memory");
-	for (uint64_t i = 0; i < pool->nr_pages; i++) {
-		uint64_t w = mkv_pt_load(pool, i);
-
-		if (MKV_PG_STATE(w) == MKV_PG_GRANTED && MKV_PG_SLOT(w) < pool->sb->max_clients &&
-		    MKV_PG_INC(w) == MKV_SLOT_INC(pool->slots[MKV_PG_SLOT(w)].owner))
-			granted[MKV_PG_SLOT(w)]++;
-	}
-	for (uint32_t i = 0; i < pool->sb->max_clients; i++) {
-		const struct mkv_slot *s = &pool->slots[i];
-		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST), node;
-		struct mkv_client *c;
-
-		if (MKV_SLOT_PID(owner) == 0)
-			continue;
-		if (k++ >= max)
-			continue;
-		c = &out[k - 1];
-		memset(c, 0, sizeof(*c));
-		c->slot = i;
-		c->pid = MKV_SLOT_PID(owner);
-		node = __atomic_load_n(&s->node, __ATOMIC_SEQ_CST);
-		for (uint32_t j = 0; j < pool->sb->max_nodes; j++)
-			if (__atomic_load_n(&pool->nodes[j].id, __ATOMIC_SEQ_CST) == node)
-				memcpy(c->node, pool->nodes[j].name, MKV_NODE_NAME_MAX);
-		c->alive = !mkv_client_dead(pool, i, owner);
-		c->rdonly = (__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & MKV_RDONLY) != 0;
-		c->holder = __atomic_load_n(&pool->state->lease.holder_node, __ATOMIC_SEQ_CST) != 0 &&
-			__atomic_load_n(&pool->state->lease.holder_slot, __ATOMIC_SEQ_CST) == i &&
-			__atomic_load_n(&pool->state->lease.holder_pid, __ATOMIC_SEQ_CST) == c->pid;
-		c->pin = __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST);
-		c->pages_granted = granted[i];
-		c->heartbeat_age_ms = mkv_age_ms(__atomic_load_n(&s->beat_wall_ns, __ATOMIC_RELAXED));
-	}
-	free(granted);
-	*n = k;
-	return 0;
-}
-
 /* Give the slot up (if it is still ours), then its lock. */
 void
 mkv_client_detach(struct mkv_pool *p)
@@ -313,6 +271,6 @@ mkv_client_detach(struct mkv_pool *p)
 		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
 		p->super.persist(s, sizeof(*s));
 	}
-	mkv_super_lock(p, p->slot, F_UNLCK);
+	mkv_lock_super(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;
 }

@@ -12,7 +12,7 @@
 
 /* CLOCK_MONOTONIC in nanoseconds: deadlines, and intervals this process measures. */
 uint64_t
-mkv_now_ns(void)
+mkv_clock_now(void)
 {
 	struct timespec ts;
 
@@ -22,7 +22,7 @@ mkv_now_ns(void)
 
 /* CLOCK_REALTIME in nanoseconds: heartbeats' times, for display. */
 uint64_t
-mkv_wall_ns(void)
+mkv_clock_wall(void)
 {
 	struct timespec ts;
 
@@ -36,9 +36,9 @@ mkv_wall_ns(void)
  * the future.  Any value: the word may be damaged.
  */
 int64_t
-mkv_age_ms(uint64_t wall_ns)
+mkv_clock_age_ms(uint64_t wall_ns)
 {
-	uint64_t now = mkv_wall_ns();
+	uint64_t now = mkv_clock_wall();
 
 	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
 		-(int64_t)((wall_ns - now) / 1000000);

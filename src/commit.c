@@ -121,12 +121,12 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 		.txn = mkv_reg_txn_id(txn),
 		.parent = r->parent,
 	};
-	uint64_t grant = mkv_grant_word(r->slot, r->inc);
+	uint64_t grant = mkv_pages_grant_word(r->slot, r->inc);
 	struct mkv_entry old;
 	bool full;
 	int rc;
 
-	if ((rc = mkv_check_key(r->key, r->klen)))
+	if ((rc = mkv_valid_key(r->key, r->klen)))
 		return rc;
 	rc = mkv_reg_lookup(p, txn, r->key, r->klen, &old);
 	if (rc == 0) {
@@ -134,12 +134,12 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 		if (old.page == r->ext.page && old.npages == r->ext.npages)
 			return 0;
 		/* Wanted again, as much as a read: an LRU would call it a use. */
-		mkv_touch(p, old.page);
+		mkv_evict_touch(p, old.page);
 		return mkv_err(MKV_E_EXISTS, "publish: key exists (values are write-once)");
 	}
 	if (rc != MKV_E_NOTFOUND)
 		return rc;
-	if (!mkv_extent_ok(p, &r->ext) || r->length == 0 || mkv_pages_for(p, r->length) != r->ext.npages)
+	if (!mkv_pages_extent_ok(p, &r->ext) || r->length == 0 || mkv_pool_pages_for(p, r->length) != r->ext.npages)
 		return mkv_err(MKV_E_INVAL, "publish: buffer is not one granted to this handle");
 	if ((rc = mkv_reg_full(p, &full)))
 		return rc;
@@ -150,7 +150,7 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
 				(unsigned long long)r->ext.page);
 	/* The pages become the value's before the key can be registered on them. */
-	if (!batch_move(p, b, &r->ext, grant, mkv_held_word(MKV_PG_USED, p->h.generation), &rc))
+	if (!batch_move(p, b, &r->ext, grant, mkv_pages_held_word(MKV_PG_USED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_INVAL,
 				"publish: buffer is not one granted to this handle");
 	if ((rc = mkv_reg_insert(p, txn, r->key, r->klen, &e)))
@@ -158,7 +158,7 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 	if (r->parent && (rc = mkv_reg_kids_add(p, txn, r->parent, 1)))
 		return fail(b, rc);
 	/* New counts as read now: as young as the values read this round. */
-	mkv_touch(p, r->ext.page);
+	mkv_evict_touch(p, r->ext.page);
 	b->bytes += (int64_t)r->length;
 	b->published += r->ext.npages;
 	return 0;
@@ -170,13 +170,13 @@ apply_del(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct bat
 	struct mkv_entry e;
 	int rc;
 
-	if ((rc = mkv_check_key(r->key, r->klen)) ||
+	if ((rc = mkv_valid_key(r->key, r->klen)) ||
 	    (rc = mkv_reg_lookup(p, txn, r->key, r->klen, &e)))
 		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
 	/* Quarantined before the key goes: a reader's view keeps its bytes. */
-	if (!batch_move(p, b, &r->ext, mkv_held_word(MKV_PG_USED, p->h.generation),
-			mkv_held_word(MKV_PG_QUARANTINED, p->h.generation), &rc))
+	if (!batch_move(p, b, &r->ext, mkv_pages_held_word(MKV_PG_USED, p->h.generation),
+			mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_CORRUPT,
 				"pool %s: the page table does not hold the value at page %llu as used",
 				p->path, (unsigned long long)e.page);
@@ -201,7 +201,7 @@ release_one(void *arg, const struct mkv_extent *e)
 {
 	struct releasing *r = arg;
 
-	if (!mkv_extent_ok(r->p, e))
+	if (!mkv_pages_extent_ok(r->p, e))
 		return 1;  /* outside the arena: skipped, as damage */
 	return moves_add(r->released, e, r->quar, MKV_PG_FREE);
 }
@@ -213,7 +213,7 @@ release_one(void *arg, const struct mkv_extent *e)
 static int
 quarantine_release(struct mkv_pool *p, struct mkv_txn *txn, struct moves *released)
 {
-	struct releasing r = { p, released, mkv_held_word(MKV_PG_QUARANTINED, p->h.generation) };
+	struct releasing r = { p, released, mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation) };
 	uint64_t last;
 	int rc = mkv_reg_freed_last(p, txn, &last);
 
@@ -227,7 +227,7 @@ quarantine_release(struct mkv_pool *p, struct mkv_txn *txn, struct moves *releas
 static int
 record_dels(struct mkv_pool *p, struct mkv_txn *txn, const struct batch *b)
 {
-	uint64_t total, quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
+	uint64_t total, quar = mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	struct mkv_extent *x;
 	size_t n = 0;
 	int rc;
@@ -323,7 +323,7 @@ grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_exte
 static int
 grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
-	uint64_t grant = mkv_grant_word(r->slot, r->inc), want, evicted;
+	uint64_t grant = mkv_pages_grant_word(r->slot, r->inc), want, evicted;
 	int rc = grant_pages(p, b, grant, &r->ext), e;
 
 	if (rc == MKV_E_NOSPC && r->length && r->length < r->ext.npages) {
@@ -333,7 +333,7 @@ grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struc
 	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages || b->evicted || r->retried ||
 	    !p->h.wm_low)
 		return rc;
-	want = mkv_pct_pages(p, p->h.wm_high);
+	want = mkv_evict_pct_pages(p, p->h.wm_high);
 	if (want < room(p) + r->ext.npages)
 		want = room(p) + r->ext.npages;
 	if ((e = evict_to(p, txn, want, b, &evicted)))
@@ -361,7 +361,7 @@ requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
 static int
 apply(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
-	uint64_t grant = mkv_grant_word(r->slot, r->inc);
+	uint64_t grant = mkv_pages_grant_word(r->slot, r->inc);
 
 	if (r->seq && r->op != MKV_OP_UNGRANT && r->op != MKV_OP_DETACH && !requester_ok(p, r))
 		return mkv_err(MKV_E_EXPIRED, "pool %s: request from slot %u, whose client was judged dead",
@@ -376,7 +376,7 @@ apply(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *
 			return mkv_err(MKV_E_INVAL, "grant: no pages asked");
 		return grant_or_evict(p, txn, r, b);
 	case MKV_OP_UNGRANT:
-		if (!mkv_extent_ok(p, &r->ext) || !mkv_pages_are(p, &r->ext, grant))
+		if (!mkv_pages_extent_ok(p, &r->ext) || !mkv_pages_are(p, &r->ext, grant))
 			return mkv_err(MKV_E_INVAL, "ungrant: pages not granted to this client");
 		mkv_pages_move(p, &r->ext, grant, MKV_PG_FREE);
 		return 0;
@@ -386,28 +386,28 @@ apply(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *
 	case MKV_OP_RECLAIM: {
 		struct mkv_reclaim rep;
 
-		mkv_reap(p, false, &rep);
+		mkv_recover_reap(p, false, &rep);
 		r->out = rep.pages;
 		return 0;
 	}
 	case MKV_OP_EVICT:
-		if (r->ext.npages > 100)
+		if (r->free_pct > 100)
 			return mkv_err(MKV_E_INVAL, "evict: %llu percent",
-					(unsigned long long)r->ext.npages);
-		return evict_to(p, txn, mkv_pct_pages(p, r->ext.npages), b, &r->out);
+					(unsigned long long)r->free_pct);
+		return evict_to(p, txn, mkv_evict_pct_pages(p, r->free_pct), b, &r->out);
 	case MKV_OP_WATERMARKS: {
 		int rc;
 
-		if (r->ext.page > 100 || r->ext.npages > 100)
+		if (r->wm_low > 100 || r->wm_high > 100)
 			return mkv_err(MKV_E_INVAL, "watermarks: %llu/%llu percent",
-					(unsigned long long)r->ext.page, (unsigned long long)r->ext.npages);
-		if ((rc = mkv_watermarks_check((unsigned)r->ext.page, (unsigned)r->ext.npages)))
+					(unsigned long long)r->wm_low, (unsigned long long)r->wm_high);
+		if ((rc = mkv_valid_watermarks((unsigned)r->wm_low, (unsigned)r->wm_high)))
 			return rc;
-		if ((rc = mkv_reg_meta_put(p, txn, "wm_low", r->ext.page)) ||
-		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->ext.npages)))
+		if ((rc = mkv_reg_meta_put(p, txn, "wm_low", r->wm_low)) ||
+		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->wm_high)))
 			return fail(b, rc);
-		p->h.wm_low = (uint32_t)r->ext.page;
-		p->h.wm_high = (uint32_t)r->ext.npages;
+		p->h.wm_low = (uint32_t)r->wm_low;
+		p->h.wm_high = (uint32_t)r->wm_high;
 		return 0;
 	}
 	}
@@ -457,7 +457,7 @@ txn_begin(struct mkv_pool *p, struct mkv_txn **txn)
 	 * A thread writing without pause keeps h.lock and can starve the
 	 * service thread of it: renew here too when renewal is due.
 	 */
-	if (p->h.holding && mkv_now_ns() - p->h.last_renew_ns >= p->lease_period_ns / 4)
+	if (p->h.holding && mkv_clock_now() - p->h.last_renew_ns >= p->lease_period_ns / 4)
 		mkv_lease_beat(p);
 	if (!mkv_lease_valid(p))
 		return mkv_err(MKV_E_FENCED, "pool %s: lease not renewed in time", p->path);
@@ -505,8 +505,8 @@ txn_end(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 	uint64_t evicted;
 	int rc = 0;
 
-	if (p->h.wm_low && room(p) < mkv_pct_pages(p, p->h.wm_low))
-		rc = evict_to(p, txn, mkv_pct_pages(p, p->h.wm_high), b, &evicted);
+	if (p->h.wm_low && room(p) < mkv_evict_pct_pages(p, p->h.wm_low))
+		rc = evict_to(p, txn, mkv_evict_pct_pages(p, p->h.wm_high), b, &evicted);
 	if (!rc)
 		rc = quarantine_release(p, txn, &b->released);
 	if (!rc)
@@ -553,12 +553,12 @@ static int
 commit_full_registry(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struct batch *b)
 {
 	struct mkv_req *orig = n ? malloc(n * sizeof(*reqs)) : NULL;
-	uint64_t until = mkv_now_ns() + p->lease_period_ns, nap = 50000;
+	uint64_t until = mkv_clock_now() + p->lease_period_ns, nap = 50000;
 	int fatal;
 
 	if (orig)
 		memcpy(orig, reqs, n * sizeof(*reqs));
-	while ((fatal = commit_txn(p, reqs, n, b)) == MKV_E_NOSPC && mkv_now_ns() < until) {
+	while ((fatal = commit_txn(p, reqs, n, b)) == MKV_E_NOSPC && mkv_clock_now() < until) {
 		struct timespec ts = { 0, (long)nap };
 
 		if (n && !orig)

@@ -117,9 +117,9 @@ age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
 
 	for (uint64_t pg = 0; pg < p->nr_pages; pg++) {
 		uint8_t h = __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED);
-		unsigned age = mkv_hint_age(tick, h);
+		unsigned age = mkv_evict_age(tick, h);
 
-		if (!h || MKV_PG_STATE(mkv_pt_load(p, pg)) != MKV_PG_USED)
+		if (!h || MKV_PG_STATE(mkv_pages_load(p, pg)) != MKV_PG_USED)
 			continue;
 		if (age > MKV_AGE_CAP) {
 			/* a reader's store racing with this one wins */
@@ -141,7 +141,7 @@ void
 mkv_evict_tick(struct mkv_pool *p, uint64_t pages)
 {
 	uint64_t quantum = p->nr_pages >= 128 ? p->nr_pages / 128 : 1;
-	uint64_t sum = p->state->tick_pages % quantum + pages, tick = mkv_tick(p);
+	uint64_t sum = p->state->tick_pages % quantum + pages, tick = mkv_evict_clock(p);
 
 	for (uint64_t n = sum / quantum; n; n--) {
 		tick = tick % 255 + 1;
@@ -157,7 +157,7 @@ mkv_evict_tick(struct mkv_pool *p, uint64_t pages)
 static bool
 page_key(struct sweep *w, uint64_t pg, uint8_t key[MKV_KEY_MAX], size_t *klen)
 {
-	return MKV_PG_STATE(mkv_pt_load(w->p, pg)) == MKV_PG_USED && !(w->taken && w->taken[pg]) &&
+	return MKV_PG_STATE(mkv_pages_load(w->p, pg)) == MKV_PG_USED && !(w->taken && w->taken[pg]) &&
 		mkv_reg_page_key(w->p, w->txn, pg, key, klen) == 0;
 }
 
@@ -180,8 +180,8 @@ evictable(struct sweep *w, uint64_t pg, unsigned min_age, uint8_t key[MKV_KEY_MA
 		size_t *klen)
 {
 	return page_key(w, pg, key, klen) &&
-		mkv_hint_age(w->tick, __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED)) >=
-		min_age && is_tail(w, mkv_key_hash(key, *klen));
+		mkv_evict_age(w->tick, __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED)) >=
+		min_age && is_tail(w, mkv_hash_key(key, *klen));
 }
 
 /* The page of a cold value passed over with this key hash, once. */
@@ -246,8 +246,8 @@ turn(struct sweep *w, unsigned min_age)
 		uint8_t h = __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED);
 
 		/* 0: not a value's first page; the registry is asked only about old ones */
-		if (h && mkv_hint_age(w->tick, h) >= min_age && page_key(w, pg, key, &klen)) {
-			uint64_t hash = mkv_key_hash(key, klen);
+		if (h && mkv_evict_age(w->tick, h) >= min_age && page_key(w, pg, key, &klen)) {
+			uint64_t hash = mkv_hash_key(key, klen);
 
 			if (is_tail(w, hash))
 				rc = evict_chain(w, key, klen, min_age, &step);
@@ -289,7 +289,7 @@ int
 mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_t want,
 		mkv_evict_del_fn del, void *arg, uint64_t *evicted)
 {
-	struct sweep w = { .p = p, .txn = txn, .del = del, .arg = arg, .tick = mkv_tick(p),
+	struct sweep w = { .p = p, .txn = txn, .del = del, .arg = arg, .tick = mkv_evict_clock(p),
 			.hand = p->state->clock, .want = want, .have = have };
 	int rc;
 
@@ -328,14 +328,14 @@ dry_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint64_
 int
 mkv_evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
 {
-	struct sweep w = { .p = p, .del = dry_del, .tick = mkv_tick(p), .hand = p->state->clock,
-			.want = mkv_pct_pages(p, free_pct), .dry = true };
+	struct sweep w = { .p = p, .del = dry_del, .tick = mkv_evict_clock(p), .hand = p->state->clock,
+			.want = mkv_evict_pct_pages(p, free_pct), .dry = true };
 	uint64_t start;
 	int rc;
 
 	w.arg = &w;
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+		unsigned st = MKV_PG_STATE(mkv_pages_load(p, i));
 
 		w.have += st == MKV_PG_FREE || st == MKV_PG_QUARANTINED;
 	}

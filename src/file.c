@@ -15,7 +15,7 @@
 
 /* "read" or "read and write": the access open flags ask for. */
 const char *
-mkv_access_name(int flags)
+mkv_file_access_name(int flags)
 {
 	return (flags & O_ACCMODE) == O_RDONLY ? "read" : "read and write";
 }
@@ -41,7 +41,7 @@ mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd)
 					p->path, name);
 		if (errno == EACCES)
 			return mkv_err(-EACCES, "pool %s: %s: permission denied (%s access is needed; see SECURITY in marukv(7))",
-					p->path, name, mkv_access_name(flags));
+					p->path, name, mkv_file_access_name(flags));
 		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
 	}
 	if (fstat(*fd, &st) < 0)
@@ -102,6 +102,6 @@ mkv_file_check(struct mkv_pool *p, const char *name, int flags)
 	if (faccessat(p->dirfd, name, (flags & O_ACCMODE) == O_RDONLY ? R_OK : R_OK | W_OK,
 			AT_EACCESS) < 0)
 		return mkv_err(-errno, "pool %s: %s: %m (%s access is needed; see SECURITY in marukv(7))",
-				p->path, name, mkv_access_name(flags));
+				p->path, name, mkv_file_access_name(flags));
 	return 0;
 }

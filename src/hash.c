@@ -12,7 +12,7 @@
 #include "internal.h"
 
 uint64_t
-mkv_fnv1a(const void *buf, size_t len)
+mkv_hash_fnv1a(const void *buf, size_t len)
 {
 	const uint8_t *b = buf;
 	uint64_t h = 0xcbf29ce484222325ULL;
@@ -26,14 +26,14 @@ mkv_fnv1a(const void *buf, size_t len)
 
 /* A value's checksum (XXH3, 64 bits); never 0, which means "none". */
 uint64_t
-mkv_checksum(const void *buf, size_t len)
+mkv_hash_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len) | 1;
 }
 
 /* What an entry records of its parent key (a chain's link); never 0, "no parent". */
 uint64_t
-mkv_key_hash(const void *key, size_t klen)
+mkv_hash_key(const void *key, size_t klen)
 {
 	return XXH3_64bits_withSeed(key, klen, 0x6b6964) | 1;
 }

@@ -47,7 +47,7 @@ mkv_holder_take(struct mkv_pool *p)
 	 * reclamation pass comes a period from now (the rebuild in
 	 * mkv_recover() already freed the pages nothing owns).
 	 */
-	h->last_reap_ns = mkv_now_ns();
+	h->last_reap_ns = mkv_clock_now();
 	pthread_cond_signal(&h->wake);
 	mkv_rq_ring(p);
 	return 0;
@@ -78,7 +78,7 @@ static unsigned
 service_round(struct mkv_pool *p, struct mkv_req *reqs)
 {
 	struct mkv_holder *h = &p->h;
-	uint64_t now = mkv_now_ns();
+	uint64_t now = mkv_clock_now();
 	struct mkv_reclaim rep;
 	unsigned n = 0;
 	int rc;
@@ -91,7 +91,7 @@ service_round(struct mkv_pool *p, struct mkv_req *reqs)
 	    mkv_lease_beat(p) != 0)
 		mkv_lease_drop(p);
 	if (h->holding && now - h->last_reap_ns >= p->lease_period_ns) {
-		mkv_reap(p, false, &rep);
+		mkv_recover_reap(p, false, &rep);
 		h->last_reap_ns = now;
 	}
 	if (!h->holding)
@@ -119,7 +119,7 @@ service_sleep(struct mkv_pool *p, uint32_t bell)
 
 	if (h->holding) {
 		pthread_mutex_unlock(&h->lock);
-		mkv_futex_wait(&p->state->doorbell, bell, quarter < beat ? quarter : beat);
+		mkv_rq_futex_wait(&p->state->doorbell, bell, quarter < beat ? quarter : beat);
 		pthread_mutex_lock(&h->lock);
 		return;
 	}
@@ -170,7 +170,7 @@ service_main(void *arg)
 }
 
 int
-mkv_service_start(struct mkv_pool *p)
+mkv_holder_start(struct mkv_pool *p)
 {
 	struct mkv_holder *h = &p->h;
 
@@ -187,7 +187,7 @@ mkv_service_start(struct mkv_pool *p)
 
 /* Stop the service thread; if it holds the lease it drains what is pending first. */
 void
-mkv_service_stop(struct mkv_pool *p)
+mkv_holder_stop(struct mkv_pool *p)
 {
 	struct mkv_holder *h = &p->h;
 
@@ -237,7 +237,7 @@ commit_here(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
  * answer.  Returns the request's result.
  */
 int
-mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
+mkv_holder_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
 {
 	unsigned idx;
 	uint32_t seq;
@@ -256,14 +256,14 @@ mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns)
  * one txn when this handle holds the lease, else through our ring as
  * asynchronous entries, so that more requests than the ring has entries
  * still flow (the oldest answers are kept aside as the ring fills).  Each
- * wait is bounded by mkv_write_timeout().  Returns 0, or the error that
+ * wait is bounded by mkv_holder_timeout().  Returns 0, or the error that
  * kept requests from being sent.
  */
 int
-mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
+mkv_holder_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
 	struct { unsigned idx; uint32_t seq; } *sent;
-	uint64_t timeout = mkv_write_timeout(p);
+	uint64_t timeout = mkv_holder_timeout(p);
 	unsigned i, nsent = 0;
 	int rc = 0;
 
@@ -290,19 +290,33 @@ mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 
 /*
  * One request, not waiting for its answer: committed here if this handle
- * holds the lease (as mkv_write() would), else posted in our ring as an
+ * holds the lease (as mkv_holder_write() would), else posted in our ring as an
  * asynchronous entry.  *posted: false when it was committed here (its
  * result is r->result), true when its answer is to be waited for with
  * mkv_rq_wait(*idx, *seq).  Returns 0, or the error that kept it from
  * being posted.
  */
 int
-mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq)
 {
 	*posted = false;
 	if (commit_here(p, r, 1))
 		return 0;
 	*posted = true;
-	return mkv_rq_submit(p, r, true, idx, seq, mkv_write_timeout(p));
+	return mkv_rq_submit(p, r, true, idx, seq, mkv_holder_timeout(p));
+}
+
+/*
+ * One request through mkv_holder_write(), waiting as long as a write call
+ * waits; the thread's error is cleared on success.
+ */
+int
+mkv_holder_call(struct mkv_pool *p, struct mkv_req *r)
+{
+	int rc = mkv_holder_write(p, r, mkv_holder_timeout(p));
+
+	if (rc == 0)
+		mkv_err_clear();
+	return rc;
 }

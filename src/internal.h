@@ -31,19 +31,20 @@ void mkv_log(enum mkv_log_level level, const char *fmt, ...)
 		__attribute__((format(printf, 2, 3)));
 
 /* clock.c: CLOCK_MONOTONIC (deadlines, intervals) and CLOCK_REALTIME (heartbeats) */
-uint64_t mkv_now_ns(void);
-uint64_t mkv_wall_ns(void);
-int64_t mkv_age_ms(uint64_t wall_ns);
+uint64_t mkv_clock_now(void);
+uint64_t mkv_clock_wall(void);
+int64_t mkv_clock_age_ms(uint64_t wall_ns);
 
 /* hash.c: hashes stored in the pool */
-uint64_t mkv_fnv1a(const void *buf, size_t len);
-uint64_t mkv_checksum(const void *buf, size_t len);
-uint64_t mkv_key_hash(const void *key, size_t klen);
+uint64_t mkv_hash_fnv1a(const void *buf, size_t len);
+uint64_t mkv_hash_checksum(const void *buf, size_t len);
+uint64_t mkv_hash_key(const void *key, size_t klen);
 
 /* valid.c: checks of keys, node names and watermarks */
-int mkv_check_key(const void *key, size_t klen);
-int mkv_check_node_name(const char *name);
-int mkv_watermarks_check(unsigned low, unsigned high);
+int mkv_valid_key(const void *key, size_t klen);
+int mkv_valid_node_name(const char *name);
+int mkv_valid_watermarks(unsigned low, unsigned high);
+int mkv_valid_keys(const struct mkv_key *keys, size_t n, const char *fn);
 
 /* persist.c: flushes of our own structures and payloads, over libpmem2 */
 struct mkv_mapping {
@@ -53,8 +54,8 @@ struct mkv_mapping {
 	void (*persist)(const void *, size_t);
 	bool page_granular;     /* persisted by msync (page cache, tmpfs) */
 };
-int mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
-void mkv_unmap(struct mkv_mapping *m);
+int mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
+void mkv_persist_unmap(struct mkv_mapping *m);
 
 /* epoch.c: this client's outstanding views, by the txn they pinned */
 struct mkv_epoch_ent {
@@ -67,7 +68,7 @@ struct mkv_epochs {
 	unsigned head, n, cap;
 };
 
-/* alloc.c: this client's cache of granted extents */
+/* grants.c: this client's cache of granted extents */
 struct mkv_grants {
 	pthread_mutex_t lock;
 	struct mkv_extent *ext;
@@ -167,7 +168,7 @@ struct mkv_pool {
 	uint32_t slot;            /* our client slot */
 	uint32_t pid;             /* our process, as the slot and the lease record name it */
 	uint32_t incarnation;     /* of our claim on it */
-	uint64_t boot;            /* our kernel's boot id, hashed (mkv_boot_id()) */
+	uint64_t boot;            /* our kernel's boot id, hashed (mkv_client_boot_id()) */
 	bool forked;              /* inherited across fork(): only close works */
 	gid_t create_gid;         /* while creating: the pool's group, or -1 */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
@@ -196,20 +197,20 @@ static inline void mkv_full_fence(void)
 #endif
 }
 
-/* kv.c */
-void mkv_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
+/* admin.c */
+void mkv_admin_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
 
 /* file.c: the pool's files, opened by name without following links */
-const char *mkv_access_name(int flags);
+const char *mkv_file_access_name(int flags);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
 int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
 int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
 
 /* lock.c: flock() until a deadline; byte locks on super */
-int mkv_flock_until(int fd, int how, uint64_t deadline);
-int mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type);
-int mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
-bool mkv_super_locked(const struct mkv_pool *p, uint64_t off);
+int mkv_lock_until(int fd, int how, uint64_t deadline);
+int mkv_lock_super(const struct mkv_pool *p, uint64_t off, short type);
+int mkv_lock_super_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
+bool mkv_lock_super_held(const struct mkv_pool *p, uint64_t off);
 
 /* pool.c */
 struct mkv_opts {
@@ -225,11 +226,11 @@ struct mkv_opts {
 	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
-static inline uint64_t mkv_pages_for(const struct mkv_pool *p, uint64_t len)
+static inline uint64_t mkv_pool_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len >> p->page_shift) + ((len & (p->page_size - 1)) != 0);
 }
-static inline void *mkv_page_addr(const struct mkv_pool *p, uint64_t page)
+static inline void *mkv_pool_page_addr(const struct mkv_pool *p, uint64_t page)
 {
 	return p->arena + (page << p->page_shift);
 }
@@ -304,7 +305,7 @@ static inline uint64_t mkv_client_owner(const struct mkv_pool *p)
 {
 	return MKV_SLOT_OWNER(p->incarnation, p->pid);
 }
-uint64_t mkv_boot_id(void);
+uint64_t mkv_client_boot_id(void);
 int mkv_client_attach(struct mkv_pool *p);
 void mkv_client_detach(struct mkv_pool *p);
 bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
@@ -312,19 +313,20 @@ bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_alive(const struct mkv_pool *p);
 int mkv_client_check(const struct mkv_pool *p, const char *fn);
+int mkv_client_writable(const struct mkv_pool *p, const char *fn);
 void mkv_client_beat(struct mkv_pool *p);
 void mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses);
 
 /* lease.c */
 #define MKV_E_FENCED (MKV_E_BASE - 100)  /* internal: a newer holder exists */
-int mkv_node_name(struct mkv_pool *p, const char *name);
-int mkv_node_attach(struct mkv_pool *p);
-uint32_t mkv_nodes_reclaim(struct mkv_pool *p);
+int mkv_lease_node_name(struct mkv_pool *p, const char *name);
+int mkv_lease_node_attach(struct mkv_pool *p);
+uint32_t mkv_lease_nodes_reclaim(struct mkv_pool *p);
 int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);
 bool mkv_lease_free(const struct mkv_pool *p);
-static inline uint64_t mkv_holder_id(const struct mkv_pool *p)
+static inline uint64_t mkv_lease_holder_id(const struct mkv_pool *p)
 {
 	return ((uint64_t)(p->node_idx + 1) << 56) | ((uint64_t)p->slot << 32) | p->incarnation;
 }
@@ -346,8 +348,8 @@ unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);
 unsigned mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot);
-int mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
-void mkv_futex_wake(uint32_t *addr);
+int mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
+void mkv_rq_futex_wake(uint32_t *addr);
 
 /* handout.c */
 int mkv_handout_init(struct mkv_handout *h);
@@ -364,8 +366,8 @@ uint64_t mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews);
 void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
 uint64_t mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto);
 
-/* alloc.c */
-uint64_t mkv_pt_load(const struct mkv_pool *p, uint64_t page);
+/* pages.c: the page table */
+uint64_t mkv_pages_load(const struct mkv_pool *p, uint64_t page);
 bool mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
 uint64_t mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from,
 		uint64_t to);
@@ -373,26 +375,28 @@ bool mkv_pages_move_all(struct mkv_pool *p, const struct mkv_extent *ext, uint64
 		uint64_t to);
 int mkv_pages_grant(struct mkv_pool *p, uint64_t npages, uint64_t word, struct mkv_extent *out);
 uint64_t mkv_pages_reclaim(struct mkv_pool *p, uint64_t word);
+static inline uint64_t mkv_pages_grant_word(uint32_t slot, uint32_t inc)
+{
+	return MKV_PG_WORD(MKV_PG_GRANTED, slot, inc);
+}
+static inline uint64_t mkv_pages_held_word(unsigned state, uint64_t generation)
+{
+	return MKV_PG_WORD(state, 0, (uint32_t)generation);
+}
+/* A run of pages inside the arena. */
+static inline bool mkv_pages_extent_ok(const struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	return ext->npages != 0 && ext->page < p->nr_pages &&
+		ext->npages <= p->nr_pages - ext->page;
+}
+
+/* grants.c */
 int mkv_grants_init(struct mkv_grants *g);
 void mkv_grants_fini(struct mkv_grants *g);
 bool mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out);
 bool mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out);
 uint64_t mkv_grants_cached(struct mkv_pool *p);
 void mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext);
-static inline uint64_t mkv_grant_word(uint32_t slot, uint32_t inc)
-{
-	return MKV_PG_WORD(MKV_PG_GRANTED, slot, inc);
-}
-static inline uint64_t mkv_held_word(unsigned state, uint64_t generation)
-{
-	return MKV_PG_WORD(state, 0, (uint32_t)generation);
-}
-/* A run of pages inside the arena. */
-static inline bool mkv_extent_ok(const struct mkv_pool *p, const struct mkv_extent *ext)
-{
-	return ext->npages != 0 && ext->page < p->nr_pages &&
-		ext->npages <= p->nr_pages - ext->page;
-}
 
 /* commit.c: group commit, which only the lease holder runs */
 enum mkv_op {
@@ -402,8 +406,8 @@ enum mkv_op {
 	MKV_OP_UNGRANT = MKV_RQ_UNGRANT,  /* ext back to the free set */
 	MKV_OP_DETACH = MKV_RQ_DETACH,    /* every page granted to the client back */
 	MKV_OP_RECLAIM = MKV_RQ_RECLAIM,  /* reap dead clients; out: pages freed */
-	MKV_OP_EVICT = MKV_RQ_EVICT,      /* ext.npages: free percent wanted; out: keys evicted */
-	MKV_OP_WATERMARKS = MKV_RQ_WATERMARKS,  /* ext.page low, ext.npages high percent */
+	MKV_OP_EVICT = MKV_RQ_EVICT,      /* free_pct; out: keys evicted */
+	MKV_OP_WATERMARKS = MKV_RQ_WATERMARKS,  /* wm_low, wm_high */
 };
 struct mkv_req {
 	enum mkv_op op;
@@ -414,6 +418,8 @@ struct mkv_req {
 	uint64_t length;        /* PUBLISH: value bytes; GRANT: the fewest pages that will do */
 	uint64_t checksum;      /* PUBLISH: of the value's bytes */
 	uint64_t parent;        /* PUBLISH: key hash of its parent in a chain, or 0 */
+	uint64_t free_pct;      /* EVICT: the percent of the pool wanted free */
+	uint64_t wm_low, wm_high;  /* WATERMARKS: percent */
 	uint64_t out;           /* RECLAIM, EVICT: what was done */
 	int result;
 	unsigned rq;            /* ring entry it came from (holder side) */
@@ -422,35 +428,29 @@ struct mkv_req {
 	bool retried;           /* GRANT: a second try after eviction; no more evicting */
 	bool pending;           /* MKV_E_TIMEDOUT: sent, and may still be applied */
 };
-/* How long a call waits for the lease holder: MKV_E_TIMEDOUT after that. */
-#define MKV_WAIT_PERIODS 30U
-static inline uint64_t mkv_write_timeout(const struct mkv_pool *p)
-{
-	return MKV_WAIT_PERIODS * p->lease_period_ns;
-}
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 
 /* evict.c: the eviction policy and the clock of ages */
 /* Ages: a hint is the tick (1 to 255) of the last read, 0 none. */
 #define MKV_AGE_CAP 160U
-static inline unsigned mkv_hint_age(uint64_t tick, uint8_t hint)
+static inline unsigned mkv_evict_age(uint64_t tick, uint8_t hint)
 {
 	return hint ? (unsigned)((tick + 255 - hint) % 255) : MKV_AGE_CAP;
 }
 /* The holder's tick, 1 to 255 whatever the shared word holds (0 before the first round: 1). */
-static inline uint64_t mkv_tick(const struct mkv_pool *p)
+static inline uint64_t mkv_evict_clock(const struct mkv_pool *p)
 {
 	uint64_t tick = __atomic_load_n(&p->state->tick, __ATOMIC_RELAXED);
 
 	return tick ? (tick - 1) % 255 + 1 : 1;
 }
 /* A read of the value at page: a plain store, no lock and no registry write. */
-static inline void mkv_touch(struct mkv_pool *p, uint64_t page)
+static inline void mkv_evict_touch(struct mkv_pool *p, uint64_t page)
 {
-	__atomic_store_n(&p->hints[page], (uint8_t)mkv_tick(p), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->hints[page], (uint8_t)mkv_evict_clock(p), __ATOMIC_RELAXED);
 }
 /* pct percent of the data pages, rounded up. */
-static inline uint64_t mkv_pct_pages(const struct mkv_pool *p, uint64_t pct)
+static inline uint64_t mkv_evict_pct_pages(const struct mkv_pool *p, uint64_t pct)
 {
 	return (p->nr_pages * pct + 99) / 100;
 }
@@ -471,16 +471,23 @@ void mkv_evict_tick(struct mkv_pool *p, uint64_t pages);
 /* recover.c: a new holder's rebuild, and the reaping of dead clients */
 int mkv_recover(struct mkv_pool *p);
 struct mkv_reclaim;
-void mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);
+void mkv_recover_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);
 
 /* holder.c: where writes go, and the service thread */
+/* How long a call waits for the lease holder: MKV_E_TIMEDOUT after that. */
+#define MKV_WAIT_PERIODS 30U
+static inline uint64_t mkv_holder_timeout(const struct mkv_pool *p)
+{
+	return MKV_WAIT_PERIODS * p->lease_period_ns;
+}
 int mkv_holder_take(struct mkv_pool *p);
 void mkv_holder_nudge(struct mkv_pool *p);
-int mkv_service_start(struct mkv_pool *p);
-void mkv_service_stop(struct mkv_pool *p);
-int mkv_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
-int mkv_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
-int mkv_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
+int mkv_holder_start(struct mkv_pool *p);
+void mkv_holder_stop(struct mkv_pool *p);
+int mkv_holder_write(struct mkv_pool *p, struct mkv_req *r, uint64_t timeout_ns);
+int mkv_holder_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
+int mkv_holder_call(struct mkv_pool *p, struct mkv_req *r);
+int mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq);
 
 #endif

@@ -172,8 +172,8 @@ struct mkv_rq {
 	uint32_t op;
 	uint32_t inc;          /* incarnation of the submitting client's slot */
 	uint32_t klen;
-	uint64_t page;
-	uint64_t npages;
+	uint64_t page;         /* WATERMARKS: the low watermark, percent */
+	uint64_t npages;       /* EVICT: free percent wanted; WATERMARKS: the high watermark */
 	uint64_t length;
 	uint64_t checksum;
 	uint64_t parent;

@@ -59,7 +59,7 @@ nap(void)
 
 /* This process's node: the name given, else $MARUKV_NODE, else the host name. */
 int
-mkv_node_name(struct mkv_pool *p, const char *name)
+mkv_lease_node_name(struct mkv_pool *p, const char *name)
 {
 	char host[256] = "";
 	int rc;
@@ -71,10 +71,10 @@ mkv_node_name(struct mkv_pool *p, const char *name)
 		host[MKV_NODE_NAME_MAX] = '\0';
 		name = host;
 	}
-	if ((rc = mkv_check_node_name(name)))
+	if ((rc = mkv_valid_node_name(name)))
 		return rc;
 	memcpy(p->node_name, name, strlen(name) + 1);
-	p->node = mkv_fnv1a(name, strlen(name)) | 1;
+	p->node = mkv_hash_fnv1a(name, strlen(name)) | 1;
 	p->node_idx = UINT32_MAX;
 	return 0;
 }
@@ -109,7 +109,7 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
  * clients' heartbeats, so that takes a client timeout of silence first.)
  */
 uint32_t
-mkv_nodes_reclaim(struct mkv_pool *p)
+mkv_lease_nodes_reclaim(struct mkv_pool *p)
 {
 	uint32_t freed = 0;
 
@@ -163,7 +163,7 @@ node_claim(struct mkv_pool *p)
  * handle never claims one.
  */
 int
-mkv_node_attach(struct mkv_pool *p)
+mkv_lease_node_attach(struct mkv_pool *p)
 {
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
@@ -173,7 +173,7 @@ mkv_node_attach(struct mkv_pool *p)
 			return 0;
 		}
 	}
-	if ((p->flags & MKV_RDONLY) || node_claim(p) || (mkv_nodes_reclaim(p) && node_claim(p)))
+	if ((p->flags & MKV_RDONLY) || node_claim(p) || (mkv_lease_nodes_reclaim(p) && node_claim(p)))
 		return 0;
 	return mkv_err(MKV_E_USERS, "pool %s: the node table is full: its %u entries are all nodes with live clients",
 			p->path, p->sb->max_nodes);
@@ -206,13 +206,13 @@ mkv_lease_fini(struct mkv_pool *p)
 static bool
 node_lock(struct mkv_pool *p, uint64_t deadline)
 {
-	return mkv_super_lock_until(p, MKV_NODE_LOCK_BASE + p->node_idx, deadline) == 0;
+	return mkv_lock_super_until(p, MKV_NODE_LOCK_BASE + p->node_idx, deadline) == 0;
 }
 
 static void
 node_unlock(struct mkv_pool *p)
 {
-	mkv_super_lock(p, MKV_NODE_LOCK_BASE + p->node_idx, F_UNLCK);
+	mkv_lock_super(p, MKV_NODE_LOCK_BASE + p->node_idx, F_UNLCK);
 }
 
 /* A node is dead to us once its beat stood still for a period by our clock. */
@@ -223,7 +223,7 @@ struct watch {
 static bool
 node_dead(struct mkv_pool *p, struct watch *w, const struct mkv_node *n)
 {
-	uint64_t beat = LOAD(n->beat), now = mkv_now_ns();
+	uint64_t beat = LOAD(n->beat), now = mkv_clock_now();
 
 	if (beat != w->beat) {
 		w->beat = beat;
@@ -254,7 +254,7 @@ static bool
 bakery_enter(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
-	uint64_t max = 0, mine, deadline = mkv_now_ns() + 2 * p->lease_period_ns;
+	uint64_t max = 0, mine, deadline = mkv_clock_now() + 2 * p->lease_period_ns;
 
 	STORE(me->choosing, 1);
 	persist(p, &me->choosing, sizeof(me->choosing));
@@ -272,7 +272,7 @@ bakery_enter(struct mkv_pool *p)
 
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		struct mkv_node *n = &p->nodes[j];
-		struct watch w = { LOAD(n->beat), mkv_now_ns() };
+		struct watch w = { LOAD(n->beat), mkv_clock_now() };
 
 		if (j == p->node_idx || LOAD(n->id) == 0)
 			continue;
@@ -286,7 +286,7 @@ bakery_enter(struct mkv_pool *p)
 			}
 			if (node_dead(p, &w, n))
 				break;
-			if (mkv_now_ns() >= deadline) {
+			if (mkv_clock_now() >= deadline) {
 				bakery_exit(p);
 				return false;
 			}
@@ -350,7 +350,7 @@ mkv_lease_expired(struct mkv_pool *p)
 {
 	struct mkv_holder *h = &p->h;
 	struct lease_view v;
-	uint64_t now = mkv_now_ns();
+	uint64_t now = mkv_clock_now();
 
 	lease_read(p, &v);
 	if (v.node == 0 || holder_dead_here(p, &v))
@@ -380,7 +380,7 @@ mkv_lease_valid(struct mkv_pool *p)
 	struct mkv_holder *h = &p->h;
 	struct lease_view v;
 
-	if (!h->holding || mkv_now_ns() - h->last_renew_ns >= p->lease_period_ns / 2)
+	if (!h->holding || mkv_clock_now() - h->last_renew_ns >= p->lease_period_ns / 2)
 		return false;
 	lease_read(p, &v);
 	return v.generation == h->generation && v.node == p->node_idx + 1 &&
@@ -409,10 +409,10 @@ mkv_lease_beat(struct mkv_pool *p)
 	if (!mkv_lease_valid(p))
 		return MKV_E_FENCED;
 	STORE(l->heartbeat, LOAD(l->heartbeat) + 1);
-	STORE(l->beat_wall_ns, mkv_wall_ns());
+	STORE(l->beat_wall_ns, mkv_clock_wall());
 	persist(p, l, sizeof(*l));
 	beat_node(p);
-	p->h.last_renew_ns = mkv_now_ns();
+	p->h.last_renew_ns = mkv_clock_now();
 	return 0;
 }
 
@@ -482,7 +482,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
 		STORE(l->heartbeat, now.heartbeat + 1);
-		STORE(l->beat_wall_ns, mkv_wall_ns());
+		STORE(l->beat_wall_ns, mkv_clock_wall());
 		persist(p, l, sizeof(*l));
 	}
 	bakery_exit(p);
@@ -491,8 +491,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		return -EAGAIN;
 	h->holding = true;
 	h->generation = gen;
-	h->holder_id = mkv_holder_id(p);
-	h->last_renew_ns = mkv_now_ns();
+	h->holder_id = mkv_lease_holder_id(p);
+	h->last_renew_ns = mkv_clock_now();
 	mkv_log(MKV_LOG_INFO, "pool %s: lease taken: node %s slot %u pid %u generation %llu",
 			p->path, p->node_name, p->slot, (unsigned)getpid(),
 			(unsigned long long)h->generation);
@@ -500,7 +500,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 }
 
 /*
- * Give the lease up cleanly (after mkv_service_stop()): clear the record
+ * Give the lease up cleanly (after mkv_holder_stop()): clear the record
  * inside the bakery if it is still ours.  Called without h.lock.
  */
 void
@@ -511,7 +511,7 @@ mkv_lease_release(struct mkv_pool *p)
 
 	pthread_mutex_lock(&h->lock);
 	/* if the bakery cannot be entered in time, the lease simply expires */
-	if (h->holding && node_lock(p, mkv_now_ns() + p->lease_period_ns)) {
+	if (h->holding && node_lock(p, mkv_clock_now() + p->lease_period_ns)) {
 		if (bakery_enter(p)) {
 			if (LOAD(l->generation) == h->generation) {
 				STORE(l->holder_node, 0);

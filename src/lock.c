@@ -16,18 +16,18 @@
 
 /*
  * flock(fd, how | LOCK_NB) until it succeeds or the deadline (a
- * mkv_now_ns() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
+ * mkv_clock_now() time) passes: 0, -ETIMEDOUT or another -errno.  A lock held
  * by a stopped process must not hang the caller.
  */
 int
-mkv_flock_until(int fd, int how, uint64_t deadline)
+mkv_lock_until(int fd, int how, uint64_t deadline)
 {
 	struct timespec nap = { 0, 1000 * 1000 };
 
 	while (flock(fd, how | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return -errno;
-		if (mkv_now_ns() >= deadline)
+		if (mkv_clock_now() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&nap, NULL);
 	}
@@ -40,22 +40,22 @@ mkv_flock_until(int fd, int how, uint64_t deadline)
  * by another).  See layout.h for which bytes mean what.
  */
 int
-mkv_super_lock(const struct mkv_pool *p, uint64_t off, short type)
+mkv_lock_super(const struct mkv_pool *p, uint64_t off, short type)
 {
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
 
 	return fcntl(p->super_fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
 }
 
-/* mkv_super_lock(F_WRLCK), retried until the deadline: 0, -ETIMEDOUT or -errno. */
+/* mkv_lock_super(F_WRLCK), retried until the deadline: 0, -ETIMEDOUT or -errno. */
 int
-mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline)
+mkv_lock_super_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline)
 {
 	struct timespec nap = { 0, 1000 * 1000 };
 	int rc;
 
-	while ((rc = mkv_super_lock(p, off, F_WRLCK)) == -EAGAIN || rc == -EACCES || rc == -EINTR) {
-		if (mkv_now_ns() >= deadline)
+	while ((rc = mkv_lock_super(p, off, F_WRLCK)) == -EAGAIN || rc == -EACCES || rc == -EINTR) {
+		if (mkv_clock_now() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&nap, NULL);
 	}
@@ -64,7 +64,7 @@ mkv_super_lock_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline)
 
 /* Whether another open file description holds byte off of super (true if unknown). */
 bool
-mkv_super_locked(const struct mkv_pool *p, uint64_t off)
+mkv_lock_super_held(const struct mkv_pool *p, uint64_t off)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1 };
 

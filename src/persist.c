@@ -13,7 +13,7 @@
 #include "internal.h"
 
 int
-mkv_map_file(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what)
+mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what)
 {
 	struct pmem2_config *cfg = NULL;
 	struct pmem2_source *src = NULL;
@@ -53,7 +53,7 @@ out:
 }
 
 void
-mkv_unmap(struct mkv_mapping *m)
+mkv_persist_unmap(struct mkv_mapping *m)
 {
 	if (m->map)
 		pmem2_map_delete(&m->map);

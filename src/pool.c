@@ -142,7 +142,7 @@ mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct, unsigned high_p
 	mkv_err_clear();
 	if (!opts)
 		return mkv_err(MKV_E_INVAL, "mkv_opts_set_watermarks: opts is NULL");
-	if ((rc = mkv_watermarks_check(low_pct, high_pct)))
+	if ((rc = mkv_valid_watermarks(low_pct, high_pct)))
 		return rc;
 	opts->wm_low = low_pct;
 	opts->wm_high = high_pct;
@@ -268,7 +268,7 @@ mkv_opts_set_node(struct mkv_opts *opts, const char *name)
 	mkv_err_clear();
 	if (!opts || !name)
 		return mkv_err(MKV_E_INVAL, "mkv_opts_set_node: NULL argument");
-	if ((rc = mkv_check_node_name(name)))
+	if ((rc = mkv_valid_node_name(name)))
 		return rc;
 	memcpy(opts->node, name, strlen(name) + 1);
 	return 0;
@@ -305,7 +305,7 @@ layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
 static uint64_t
 super_csum(const struct mkv_super *sb)
 {
-	return mkv_fnv1a(sb, offsetof(struct mkv_super, csum));
+	return mkv_hash_fnv1a(sb, offsetof(struct mkv_super, csum));
 }
 
 /* Preallocate so that a full filesystem fails now, not with SIGBUS later. */
@@ -344,7 +344,7 @@ data_fd_open(struct mkv_pool *p, int flags)
 			return mkv_err(-ENOENT, "pool %s: data is missing", p->path);
 		if (errno == EACCES)
 			return mkv_err(-EACCES, "pool %s: data: permission denied (%s access is needed; see SECURITY in marukv(7))",
-					p->path, mkv_access_name(flags));
+					p->path, mkv_file_access_name(flags));
 		return mkv_err(-errno, "pool %s: data: %m", p->path);
 	}
 	if (fstat(p->data_fd, &st) < 0)
@@ -582,10 +582,10 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 {
 	int rc;
 
-	rc = mkv_map_file(p->super_fd, hdr->super_size, false, &p->super, MKV_FILE_SUPER);
+	rc = mkv_persist_map(p->super_fd, hdr->super_size, false, &p->super, MKV_FILE_SUPER);
 	if (rc)
 		return rc;
-	rc = mkv_map_file(p->data_fd, hdr->data_size, (p->flags & MKV_RDONLY) != 0, &p->data,
+	rc = mkv_persist_map(p->data_fd, hdr->data_size, (p->flags & MKV_RDONLY) != 0, &p->data,
 			MKV_FILE_DATA);
 	if (rc)
 		return rc;
@@ -672,7 +672,7 @@ pool_dir_open(struct mkv_pool *p, const struct mkv_opts *opts)
 	if (made && fchmod(p->dirfd, opts->has_group ? 0750 : 0700) < 0)
 		return mkv_err(-errno, "pool %s: cannot set the directory's mode: %m", p->path);
 	/* held while a pool is created (preallocating its files) or opened */
-	rc = mkv_flock_until(p->dirfd, LOCK_EX, mkv_now_ns() + DIR_LOCK_WAIT_NS);
+	rc = mkv_lock_until(p->dirfd, LOCK_EX, mkv_clock_now() + DIR_LOCK_WAIT_NS);
 	if (rc == -ETIMEDOUT)
 		return mkv_err(MKV_E_TIMEDOUT,
 				"pool %s: another process has held the pool directory's lock for %u s",
@@ -747,7 +747,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	p->slot = UINT32_MAX;
 	/* distinct for every handle a process opens: no struct of a closed one matches */
 	if (getrandom(&p->cookie, sizeof(p->cookie), 0) != sizeof(p->cookie))
-		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_now_ns();
+		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_clock_now();
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
 	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
 	    (rc = mkv_rq_init(p, mkv_holder_nudge)))
@@ -756,16 +756,16 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	if ((rc = pool_dir_open(p, opts)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
-	/* the client slot before the node entry: see mkv_nodes_reclaim() */
+	/* the client slot before the node entry: see mkv_lease_nodes_reclaim() */
 	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
-	    (rc = mkv_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
-	    (rc = mkv_node_attach(p)))
+	    (rc = mkv_lease_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
+	    (rc = mkv_lease_node_attach(p)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
 	if ((rc = mkv_lease_init(p)))
 		goto fail;
 	open_list_add(p);
-	if ((rc = mkv_service_start(p)))
+	if ((rc = mkv_holder_start(p)))
 		goto fail;
 	/* A writer takes the lease at once if nobody holds it. */
 	if (!(flags & MKV_RDONLY)) {
@@ -835,9 +835,9 @@ mkv_pool_close(struct mkv_pool **pool)
 			if (p->h.ready && !(p->flags & MKV_RDONLY)) {
 				struct mkv_req r = { .op = MKV_OP_DETACH };
 
-				mkv_write(p, &r, 2 * p->lease_period_ns);
+				mkv_holder_write(p, &r, 2 * p->lease_period_ns);
 			}
-			mkv_service_stop(p);
+			mkv_holder_stop(p);
 			if (p->h.ready && !(p->flags & MKV_RDONLY))
 				mkv_lease_release(p);
 			open_list_remove(p);
@@ -845,8 +845,8 @@ mkv_pool_close(struct mkv_pool **pool)
 		}
 		mkv_reg_close(p);
 	}
-	mkv_unmap(&p->data);
-	mkv_unmap(&p->super);
+	mkv_persist_unmap(&p->data);
+	mkv_persist_unmap(&p->super);
 	if (p->data_fd >= 0)
 		close(p->data_fd);
 	if (p->super_fd >= 0)

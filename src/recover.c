@@ -37,7 +37,7 @@ mark_entry(void *arg, const void *key, size_t klen, const struct mkv_entry *e, s
 	(void)key;
 	(void)klen;
 	(void)size;
-	if (e && mkv_extent_ok(m->p, &(struct mkv_extent){ e->page, e->npages }))
+	if (e && mkv_pages_extent_ok(m->p, &(struct mkv_extent){ e->page, e->npages }))
 		memset(m->mark + e->page, MKV_PG_USED, e->npages);
 	return 0;
 }
@@ -48,7 +48,7 @@ mark_freed(void *arg, const struct mkv_extent *e, size_t size)
 	struct marking *m = arg;
 
 	(void)size;
-	if (e && mkv_extent_ok(m->p, e))
+	if (e && mkv_pages_extent_ok(m->p, e))
 		memset(m->mark + e->page, MKV_PG_QUARANTINED, e->npages);
 	return 0;
 }
@@ -97,13 +97,13 @@ recover_pending(struct mkv_pool *p, const uint8_t *mark)
 		return;
 	n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH);
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t grant = mkv_grant_word(reqs[i].slot, reqs[i].inc);
+		uint64_t grant = mkv_pages_grant_word(reqs[i].slot, reqs[i].inc);
 
-		if (reqs[i].op != MKV_OP_PUBLISH || !mkv_extent_ok(p, &reqs[i].ext) ||
+		if (reqs[i].op != MKV_OP_PUBLISH || !mkv_pages_extent_ok(p, &reqs[i].ext) ||
 		    !grant_valid(p, grant))
 			continue;
 		for (uint64_t pg = reqs[i].ext.page; pg < reqs[i].ext.page + reqs[i].ext.npages; pg++) {
-			uint64_t w = mkv_pt_load(p, pg);
+			uint64_t w = mkv_pages_load(p, pg);
 
 			if (!mark[pg] && w != grant && !grant_valid(p, w))
 				__atomic_store_n(&p->pt[pg], grant, __ATOMIC_RELEASE);
@@ -123,7 +123,7 @@ recover_watermarks(struct mkv_pool *p, struct mkv_txn *txn)
 	    (rc = mkv_reg_meta_get(p, txn, "wm_high", &wm_high)))
 		return rc;
 	if (wm_low > UINT32_MAX || wm_high > UINT32_MAX ||
-	    mkv_watermarks_check((unsigned)wm_low, (unsigned)wm_high)) {
+	    mkv_valid_watermarks((unsigned)wm_low, (unsigned)wm_high)) {
 		mkv_log(MKV_LOG_WARN, "pool %s: damaged watermarks %llu/%llu: using the defaults",
 				p->path, (unsigned long long)wm_low, (unsigned long long)wm_high);
 		wm_low = MKV_DEFAULT_LOW_WATERMARK;
@@ -142,12 +142,12 @@ recover_watermarks(struct mkv_pool *p, struct mkv_txn *txn)
 static uint64_t
 recover_table(struct mkv_pool *p, const uint8_t *mark)
 {
-	uint64_t used = mkv_held_word(MKV_PG_USED, p->h.generation);
-	uint64_t quar = mkv_held_word(MKV_PG_QUARANTINED, p->h.generation);
+	uint64_t used = mkv_pages_held_word(MKV_PG_USED, p->h.generation);
+	uint64_t quar = mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation);
 	uint64_t leaked = 0;
 
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		uint64_t w = mkv_pt_load(p, i), want = MKV_PG_FREE;
+		uint64_t w = mkv_pages_load(p, i), want = MKV_PG_FREE;
 
 		if (mark[i] == MKV_PG_USED)
 			want = used;
@@ -163,7 +163,7 @@ recover_table(struct mkv_pool *p, const uint8_t *mark)
 	recover_pending(p, mark);
 	p->h.free_pages = p->h.quarantined_pages = 0;
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+		unsigned st = MKV_PG_STATE(mkv_pages_load(p, i));
 
 		p->h.free_pages += st == MKV_PG_FREE;
 		p->h.quarantined_pages += st == MKV_PG_QUARANTINED;
@@ -225,8 +225,8 @@ reap_count(struct mkv_pool *p, struct mkv_reclaim *report)
 		report->pins += __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST) != 0;
 		report->requests += mkv_rq_pending_slot(p, i);
 		for (uint64_t pg = 0; pg < p->nr_pages; pg++)
-			report->pages += mkv_pt_load(p, pg) ==
-				mkv_grant_word(i, MKV_SLOT_INC(owner));
+			report->pages += mkv_pages_load(p, pg) ==
+				mkv_pages_grant_word(i, MKV_SLOT_INC(owner));
 	}
 }
 
@@ -236,7 +236,7 @@ reap_count(struct mkv_pool *p, struct mkv_reclaim *report)
  * the holder like anyone's.  With dry, only count.  The holder calls this.
  */
 void
-mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
+mkv_recover_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 {
 	int stale;
 
@@ -249,7 +249,7 @@ mkv_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 		mkv_client_reap(p, i, __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST));
 	mkv_pages_reclaim(p, 0);
 	if (flock(p->dirfd, LOCK_EX | LOCK_NB) == 0) {
-		report->nodes = mkv_nodes_reclaim(p);
+		report->nodes = mkv_lease_nodes_reclaim(p);
 		flock(p->dirfd, LOCK_UN);
 	}
 	if ((stale = mkv_reg_reader_check(p)) >= 0)

@@ -86,7 +86,7 @@ int
 mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
 {
 	MDB_txn *t;
-	int rc = mkv_flock_until(p->super_fd, LOCK_EX, mkv_now_ns() + p->lease_period_ns / 4);
+	int rc = mkv_lock_until(p->super_fd, LOCK_EX, mkv_clock_now() + p->lease_period_ns / 4);
 
 	if (rc == -ETIMEDOUT)
 		return mkv_err(MKV_E_TIMEDOUT,

@@ -28,7 +28,7 @@
 #define WAIT_SLICE_NS (20 * 1000 * 1000ULL)
 
 int
-mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 {
 	struct timespec ts = { (time_t)(timeout_ns / 1000000000ULL),
 			(long)(timeout_ns % 1000000000ULL) };
@@ -37,7 +37,7 @@ mkv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 }
 
 void
-mkv_futex_wake(uint32_t *addr)
+mkv_rq_futex_wake(uint32_t *addr)
 {
 	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -67,7 +67,7 @@ mkv_rq_init(struct mkv_pool *p, void (*idle)(struct mkv_pool *p))
 	q->idle = idle;
 	if (pthread_condattr_init(&attr))
 		return mkv_err(MKV_E_NOMEM, "requests: condition");
-	/* its waits end at deadlines of mkv_now_ns() */
+	/* its waits end at deadlines of mkv_clock_now() */
 	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) ||
 		pthread_mutex_init(&q->lock, NULL) || pthread_cond_init(&q->freed, &attr);
 	pthread_condattr_destroy(&attr);
@@ -123,9 +123,9 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 						__atomic_load_n(&e->out_npages, __ATOMIC_ACQUIRE) };
 			return true;
 		}
-		if (mkv_now_ns() >= deadline)
+		if (mkv_clock_now() >= deadline)
 			return false;
-		mkv_futex_wait(completed, c, WAIT_SLICE_NS);
+		mkv_rq_futex_wait(completed, c, WAIT_SLICE_NS);
 		if (answered(e, seq))
 			continue;
 		p->rq.idle(p);
@@ -218,7 +218,47 @@ void
 mkv_rq_ring(struct mkv_pool *p)
 {
 	__atomic_add_fetch(&p->state->doorbell, 1, __ATOMIC_SEQ_CST);
-	mkv_futex_wake(&p->state->doorbell);
+	mkv_rq_futex_wake(&p->state->doorbell);
+}
+
+/*
+ * The entry's two words of arguments: the pages of a request, or the
+ * percents of EVICT (npages) and WATERMARKS (page: low, npages: high).
+ */
+static void
+rq_args_put(struct mkv_rq *e, const struct mkv_req *r)
+{
+	switch (r->op) {
+	case MKV_OP_EVICT:
+		e->page = 0;
+		e->npages = r->free_pct;
+		break;
+	case MKV_OP_WATERMARKS:
+		e->page = r->wm_low;
+		e->npages = r->wm_high;
+		break;
+	default:
+		e->page = r->ext.page;
+		e->npages = r->ext.npages;
+		break;
+	}
+}
+
+static void
+rq_args_get(struct mkv_req *r, const struct mkv_rq *e)
+{
+	switch (r->op) {
+	case MKV_OP_EVICT:
+		r->free_pct = e->npages;
+		break;
+	case MKV_OP_WATERMARKS:
+		r->wm_low = e->page;
+		r->wm_high = e->npages;
+		break;
+	default:
+		r->ext = (struct mkv_extent){ e->page, e->npages };
+		break;
+	}
 }
 
 /* Post a request in one of our entries, waiting at most timeout_ns for a free one. */
@@ -227,7 +267,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 		uint32_t *seq, uint64_t timeout_ns)
 {
 	struct mkv_rq *e;
-	int rc = entry_get(p, idx, mkv_now_ns() + timeout_ns);
+	int rc = entry_get(p, idx, mkv_clock_now() + timeout_ns);
 
 	if (rc)
 		return rc;
@@ -243,8 +283,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	e->op = r->op;
 	e->inc = p->incarnation;
 	e->klen = (uint32_t)r->klen;
-	e->page = r->ext.page;
-	e->npages = r->ext.npages;
+	rq_args_put(e, r);
 	e->length = r->length;
 	e->checksum = r->checksum;
 	e->parent = r->parent;
@@ -284,7 +323,7 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (!kept) {
-		bool done = await_answer(p, idx, seq, &a, mkv_now_ns() + timeout_ns);
+		bool done = await_answer(p, idx, seq, &a, mkv_clock_now() + timeout_ns);
 
 		if (!done) {
 			r->pending = true;
@@ -330,13 +369,13 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 				.inc = e->inc,
 				.key = e->key,
 				.klen = e->klen,
-				.ext = { e->page, e->npages },
 				.length = e->length,
 				.checksum = e->checksum,
 				.parent = e->parent,
 				.rq = s * MKV_RQ_DEPTH + i,
 				.seq = seq,
 			};
+			rq_args_get(r, e);
 			n++;
 		}
 	}
@@ -369,7 +408,7 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		last = s;
 		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
 		p->super.persist(&p->slots[s].completed, sizeof(uint32_t));
-		mkv_futex_wake(&p->slots[s].completed);
+		mkv_rq_futex_wake(&p->slots[s].completed);
 	}
 }
 

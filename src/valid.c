@@ -11,7 +11,7 @@
 #include "internal.h"
 
 int
-mkv_check_key(const void *key, size_t klen)
+mkv_valid_key(const void *key, size_t klen)
 {
 	if (!key)
 		return mkv_err(MKV_E_INVAL, "key is NULL");
@@ -23,7 +23,7 @@ mkv_check_key(const void *key, size_t klen)
 
 /* A node's name: 1 to MKV_NODE_NAME_MAX characters of [A-Za-z0-9._-]. */
 int
-mkv_check_node_name(const char *name)
+mkv_valid_node_name(const char *name)
 {
 	size_t n = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
 
@@ -36,10 +36,24 @@ mkv_check_node_name(const char *name)
 
 /* Watermarks as the options and the holder take them. */
 int
-mkv_watermarks_check(unsigned low, unsigned high)
+mkv_valid_watermarks(unsigned low, unsigned high)
 {
 	if (low > high || high > 90)
 		return mkv_err(MKV_E_INVAL, "watermarks %u%%/%u%%: want 0 <= low <= high <= 90",
 				low, high);
+	return 0;
+}
+
+/* Check every key of an array before any lookup. */
+int
+mkv_valid_keys(const struct mkv_key *keys, size_t n, const char *fn)
+{
+	int rc;
+
+	if (!keys && n)
+		return mkv_err(MKV_E_INVAL, "%s: keys is NULL", fn);
+	for (size_t i = 0; i < n; i++)
+		if ((rc = mkv_valid_key(keys[i].data, keys[i].len)))
+			return mkv_err(rc, "%s: key %zu: %s", fn, i, mkv_errormsg());
 	return 0;
 }

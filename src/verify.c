@@ -70,7 +70,7 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const struct mkv
 	e = *ep;
 	if (e.version != MKV_ENTRY_VERSION || e.npages == 0 || e.page >= p->nr_pages ||
 	    e.npages > p->nr_pages - e.page || e.length > e.npages * p->page_size ||
-	    mkv_pages_for(p, e.length) != e.npages) {
+	    mkv_pool_pages_for(p, e.length) != e.npages) {
 		problem(v, "entry at page %llu is malformed or leaves the arena",
 				(unsigned long long)e.page);
 		return;
@@ -80,7 +80,7 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const struct mkv
 		problem(v, "pages index disagrees with the entry at page %llu",
 				(unsigned long long)e.page);
 	for (uint64_t i = e.page; i < e.page + e.npages; i++) {
-		unsigned st = MKV_PG_STATE(mkv_pt_load(p, i));
+		unsigned st = MKV_PG_STATE(mkv_pages_load(p, i));
 
 		if (vf->mark[i])
 			problem(v, "page %llu belongs to two values", (unsigned long long)i);
@@ -92,7 +92,7 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const struct mkv
 	v->pages_used += e.npages;
 	if (vf->deep && e.checksum) {
 		v->checksums_checked++;
-		if (mkv_checksum(mkv_page_addr(p, e.page), e.length) != e.checksum) {
+		if (mkv_hash_checksum(mkv_pool_page_addr(p, e.page), e.length) != e.checksum) {
 			v->checksums_bad++;
 			problem(v, "value at page %llu does not match its checksum",
 					(unsigned long long)e.page);
@@ -106,7 +106,7 @@ verify_entry(void *arg, const void *key, size_t klen, const struct mkv_entry *e,
 	struct verifying *vf = arg;
 
 	check_entry(vf, key, klen, e, size);
-	mkv_progress(vf->p, vf->v->entries, vf->total, &vf->last_ns);
+	mkv_admin_progress(vf->p, vf->v->entries, vf->total, &vf->last_ns);
 	return 0;
 }
 
@@ -139,7 +139,7 @@ static void
 count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 {
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		uint64_t w = mkv_pt_load(p, i), owner;
+		uint64_t w = mkv_pages_load(p, i), owner;
 
 		if (mark[i] || w == MKV_PG_FREE)
 			continue;
@@ -185,7 +185,7 @@ check_registry(struct verifying *vf)
 	if ((rc = mkv_reg_count(p, vf->txn, MKV_TABLE_ENTRIES, &vf->total)) ||
 	    (rc = mkv_reg_entries_scan(p, vf->txn, verify_entry, vf)))
 		return rc;
-	mkv_progress(p, vf->v->entries, vf->v->entries, &vf->last_ns);
+	mkv_admin_progress(p, vf->v->entries, vf->v->entries, &vf->last_ns);
 	if ((rc = mkv_reg_freed_scan(p, vf->txn, check_freed, vf)) ||
 	    (rc = mkv_reg_count(p, vf->txn, MKV_TABLE_PAGES, &npages)))
 		return rc;

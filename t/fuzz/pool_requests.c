@@ -95,7 +95,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		inc[s] = data[s] + 1;
 		put64(at + offsetof(struct mkv_slot, owner), owner);
-		put64(at + offsetof(struct mkv_slot, boot), mkv_boot_id());
+		put64(at + offsetof(struct mkv_slot, boot), mkv_client_boot_id());
 		put64(at + offsetof(struct mkv_slot, boot_tag), owner);
 		if (data[0] & s)
 			FUZZ_CHECK(fcntl(lockfd, F_OFD_SETLK, &fl) == 0);

@@ -76,7 +76,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((what & 7) == 0) {
 			memcpy((uint8_t *)&hdr + off, data, len);
 			if (!(what & 8))
-				hdr.csum = mkv_fnv1a(&hdr, offsetof(struct mkv_super, csum));
+				hdr.csum = mkv_hash_fnv1a(&hdr, offsetof(struct mkv_super, csum));
 			fuzz_pool_write(&fp, 0, 0, &hdr, sizeof(hdr));
 		} else {
 			fuzz_pool_write(&fp, 0, start + off, data, len);

@@ -1,25 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * alloc.c -- the page table (which data pages are free, granted to a
- * client, used by a published value, or quarantined after a delete) and
- * each client's cache of granted pages.
+ * pages.c -- the page table: which data pages are free, granted to a
+ * client, used by a published value, or quarantined after a delete.
  *
  * Only the lease holder changes page states, inside its registry write
  * txn (commit.c), and it rebuilds the table from the registry when it
  * takes the lease.  Changes are compare-and-swap from the exact word
  * expected, and used/quarantined words carry the holder's generation, so
  * a holder that lost the lease while paused cannot undo what its
- * successor did.  A client allocates from its own grants without asking
- * anyone; the holder grants pages in batches.
+ * successor did.  The holder grants pages in batches; a client keeps them
+ * in its grant cache (grants.c).
  */
 #include "config.h"
 
-#include <stdlib.h>
 
 #include "internal.h"
 
 uint64_t
-mkv_pt_load(const struct mkv_pool *p, uint64_t page)
+mkv_pages_load(const struct mkv_pool *p, uint64_t page)
 {
 	return __atomic_load_n(&p->pt[page], __ATOMIC_ACQUIRE);
 }
@@ -28,7 +26,7 @@ bool
 mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word)
 {
 	for (uint64_t i = 0; i < ext->npages; i++)
-		if (mkv_pt_load(p, ext->page + i) != word)
+		if (mkv_pages_load(p, ext->page + i) != word)
 			return false;
 	return true;
 }
@@ -96,7 +94,7 @@ run_find(const struct mkv_pool *p, uint64_t start, uint64_t end, uint64_t npages
 	uint64_t run = 0;
 
 	for (uint64_t i = start; i < end; i++) {
-		if (mkv_pt_load(p, i) != MKV_PG_FREE) {
+		if (mkv_pages_load(p, i) != MKV_PG_FREE) {
 			run = 0;
 			continue;
 		}
@@ -161,7 +159,7 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 	uint64_t freed = 0;
 
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
-		uint64_t w = mkv_pt_load(p, i), owner;
+		uint64_t w = mkv_pages_load(p, i), owner;
 		uint32_t s;
 
 		if (MKV_PG_STATE(w) != MKV_PG_GRANTED)
@@ -180,107 +178,4 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 		freed += mkv_pages_move(p, &(struct mkv_extent){ i, 1 }, w, MKV_PG_FREE);
 	}
 	return freed;
-}
-
-int
-mkv_grants_init(struct mkv_grants *g)
-{
-	g->ext = NULL;
-	g->n = g->cap = 0;
-	if (pthread_mutex_init(&g->lock, NULL))
-		return mkv_err(MKV_E_NOMEM, "grants: mutex");
-	return 0;
-}
-
-void
-mkv_grants_fini(struct mkv_grants *g)
-{
-	free(g->ext);
-	pthread_mutex_destroy(&g->lock);
-}
-
-/* Carve npages off the first cached extent that has them. */
-bool
-mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
-{
-	struct mkv_grants *g = &p->grants;
-	bool found = false;
-
-	pthread_mutex_lock(&g->lock);
-	for (unsigned i = 0; i < g->n; i++) {
-		struct mkv_extent *e = &g->ext[i];
-
-		if (e->npages < npages)
-			continue;
-		*out = (struct mkv_extent){ e->page, npages };
-		e->page += npages;
-		e->npages -= npages;
-		if (e->npages == 0)
-			*e = g->ext[--g->n];
-		found = true;
-		break;
-	}
-	pthread_mutex_unlock(&g->lock);
-	return found;
-}
-
-uint64_t
-mkv_grants_cached(struct mkv_pool *p)
-{
-	uint64_t n = 0;
-
-	pthread_mutex_lock(&p->grants.lock);
-	for (unsigned i = 0; i < p->grants.n; i++)
-		n += p->grants.ext[i].npages;
-	pthread_mutex_unlock(&p->grants.lock);
-	return n;
-}
-
-/* Any one cached extent, whole (to hand it back). */
-bool
-mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out)
-{
-	struct mkv_grants *g = &p->grants;
-	bool found;
-
-	pthread_mutex_lock(&g->lock);
-	found = g->n > 0;
-	if (found)
-		*out = g->ext[--g->n];
-	pthread_mutex_unlock(&g->lock);
-	return found;
-}
-
-/* Keep granted pages for later allocations, merging with a neighbour. */
-void
-mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext)
-{
-	struct mkv_grants *g = &p->grants;
-
-	pthread_mutex_lock(&g->lock);
-	for (unsigned i = 0; i < g->n; i++) {
-		struct mkv_extent *e = &g->ext[i];
-
-		if (e->page + e->npages == ext->page) {
-			e->npages += ext->npages;
-			goto out;
-		}
-		if (ext->page + ext->npages == e->page) {
-			e->page = ext->page;
-			e->npages += ext->npages;
-			goto out;
-		}
-	}
-	if (g->n == g->cap) {
-		unsigned cap = g->cap ? g->cap * 2 : 16;
-		struct mkv_extent *v = realloc(g->ext, cap * sizeof(*v));
-
-		if (!v)  /* the pages stay granted to us; close returns them */
-			goto out;
-		g->ext = v;
-		g->cap = cap;
-	}
-	g->ext[g->n++] = *ext;
-out:
-	pthread_mutex_unlock(&g->lock);
 }

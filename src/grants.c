@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * grants.c -- a client's cache of the pages the holder granted it: an
+ * allocation takes from it without asking anyone; pages of a buffer not
+ * published go back into it (publish.c).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "internal.h"
+
+int
+mkv_grants_init(struct mkv_grants *g)
+{
+	g->ext = NULL;
+	g->n = g->cap = 0;
+	if (pthread_mutex_init(&g->lock, NULL))
+		return mkv_err(MKV_E_NOMEM, "grants: mutex");
+	return 0;
+}
+
+void
+mkv_grants_fini(struct mkv_grants *g)
+{
+	free(g->ext);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* Carve npages off the first cached extent that has them. */
+bool
+mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
+{
+	struct mkv_grants *g = &p->grants;
+	bool found = false;
+
+	pthread_mutex_lock(&g->lock);
+	for (unsigned i = 0; i < g->n; i++) {
+		struct mkv_extent *e = &g->ext[i];
+
+		if (e->npages < npages)
+			continue;
+		*out = (struct mkv_extent){ e->page, npages };
+		e->page += npages;
+		e->npages -= npages;
+		if (e->npages == 0)
+			*e = g->ext[--g->n];
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return found;
+}
+
+uint64_t
+mkv_grants_cached(struct mkv_pool *p)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&p->grants.lock);
+	for (unsigned i = 0; i < p->grants.n; i++)
+		n += p->grants.ext[i].npages;
+	pthread_mutex_unlock(&p->grants.lock);
+	return n;
+}
+
+/* Any one cached extent, whole (to hand it back). */
+bool
+mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out)
+{
+	struct mkv_grants *g = &p->grants;
+	bool found;
+
+	pthread_mutex_lock(&g->lock);
+	found = g->n > 0;
+	if (found)
+		*out = g->ext[--g->n];
+	pthread_mutex_unlock(&g->lock);
+	return found;
+}
+
+/* Keep granted pages for later allocations, merging with a neighbour. */
+void
+mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext)
+{
+	struct mkv_grants *g = &p->grants;
+
+	pthread_mutex_lock(&g->lock);
+	for (unsigned i = 0; i < g->n; i++) {
+		struct mkv_extent *e = &g->ext[i];
+
+		if (e->page + e->npages == ext->page) {
+			e->npages += ext->npages;
+			goto out;
+		}
+		if (ext->page + ext->npages == e->page) {
+			e->page = ext->page;
+			e->npages += ext->npages;
+			goto out;
+		}
+	}
+	if (g->n == g->cap) {
+		unsigned cap = g->cap ? g->cap * 2 : 16;
+		struct mkv_extent *v = realloc(g->ext, cap * sizeof(*v));
+
+		if (!v)  /* the pages stay granted to us; close returns them */
+			goto out;
+		g->ext = v;
+		g->cap = cap;
+	}
+	g->ext[g->n++] = *ext;
+out:
+	pthread_mutex_unlock(&g->lock);
+}
