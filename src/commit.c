@@ -30,85 +30,6 @@
 
 #include "internal.h"
 
-struct moves {
-	struct move {
-		struct mkv_extent ext;
-		uint64_t from, to;
-	} *v;
-	size_t n, cap;
-};
-
-static int
-moves_add(struct moves *x, const struct mkv_extent *ext, uint64_t from, uint64_t to)
-{
-	if (x->n == x->cap) {
-		size_t cap = x->cap ? x->cap * 2 : 8;
-		struct move *v = realloc(x->v, cap * sizeof(*v));
-
-		if (!v)
-			return mkv_err(MKV_E_NOMEM, "commit: out of memory");
-		x->v = v;
-		x->cap = cap;
-	}
-	x->v[x->n++] = (struct move){ *ext, from, to };
-	return 0;
-}
-
-/* What one txn changes besides the registry. */
-struct batch {
-	/*
-	 * Page-table changes made as each request was applied, undone in
-	 * reverse order if the txn fails: granted -> used (publish), used ->
-	 * quarantined (delete), free -> granted (grant).
-	 */
-	struct moves done;
-	struct moves released;  /* quarantined -> free, after the commit */
-	int64_t bytes;          /* change of the stored byte count */
-	uint64_t published;     /* pages published */
-	bool evicted;           /* eviction ran to make room for a grant */
-	bool failed;            /* a request failed half-applied: the txn must not commit */
-};
-
-/*
- * A request's error after it changed the registry: the txn fails.  Any
- * other error a request returns is a refusal that changed nothing, and the
- * txn goes on with the next request.
- */
-static int
-fail(struct batch *b, int rc)
-{
-	b->failed = true;
-	return rc;
-}
-
-/*
- * Move every page of ext from `from` to `to` now, or none of them; kept in
- * the batch to be undone if the txn fails.  Requests are applied one after
- * the other, so a later one (a grant that reclaims a dead client's pages)
- * sees what an earlier one (that client's publish) did to the table.
- */
-static bool
-batch_move(struct mkv_pool *p, struct batch *b, const struct mkv_extent *ext, uint64_t from,
-		uint64_t to, int *rc)
-{
-	if ((*rc = moves_add(&b->done, ext, from, to)))
-		return false;
-	if (mkv_pages_move_all(p, ext, from, to))
-		return true;
-	b->done.n--;
-	return false;
-}
-
-static void
-batch_undo(struct mkv_pool *p, struct batch *b)
-{
-	while (b->done.n) {
-		const struct move *m = &b->done.v[--b->done.n];
-
-		mkv_pages_move(p, &m->ext, m->to, m->from);
-	}
-}
-
 static int
 apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
@@ -150,13 +71,13 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
 				(unsigned long long)r->ext.page);
 	/* The pages become the value's before the key can be registered on them. */
-	if (!batch_move(p, b, &r->ext, grant, mkv_pages_held_word(MKV_PG_USED, p->h.generation), &rc))
+	if (!mkv_batch_move(p, b, &r->ext, grant, mkv_pages_held_word(MKV_PG_USED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_INVAL,
 				"publish: buffer is not one granted to this handle");
 	if ((rc = mkv_reg_insert(p, txn, r->key, r->klen, &e)))
-		return fail(b, rc);
+		return mkv_batch_fail(b, rc);
 	if (r->parent && (rc = mkv_reg_kids_add(p, txn, r->parent, 1)))
-		return fail(b, rc);
+		return mkv_batch_fail(b, rc);
 	/* New counts as read now: as young as the values read this round. */
 	mkv_evict_touch(p, r->ext.page);
 	b->bytes += (int64_t)r->length;
@@ -175,82 +96,18 @@ apply_del(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct bat
 		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
 	/* Quarantined before the key goes: a reader's view keeps its bytes. */
-	if (!batch_move(p, b, &r->ext, mkv_pages_held_word(MKV_PG_USED, p->h.generation),
+	if (!mkv_batch_move(p, b, &r->ext, mkv_pages_held_word(MKV_PG_USED, p->h.generation),
 			mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_CORRUPT,
 				"pool %s: the page table does not hold the value at page %llu as used",
 				p->path, (unsigned long long)e.page);
 	if ((rc = mkv_reg_remove(p, txn, r->key, r->klen, e.page)))
-		return fail(b, rc);
+		return mkv_batch_fail(b, rc);
 	if (e.parent && (rc = mkv_reg_kids_add(p, txn, e.parent, -1)))
-		return fail(b, rc);
+		return mkv_batch_fail(b, rc);
 	r->parent = e.parent;
 	b->bytes -= (int64_t)e.length;
 	return 0;
-}
-
-/* Where quarantine_release() puts the pages of the records it drops. */
-struct releasing {
-	struct mkv_pool *p;
-	struct moves *released;
-	uint64_t quar;
-};
-
-static int
-release_one(void *arg, const struct mkv_extent *e)
-{
-	struct releasing *r = arg;
-
-	if (!mkv_pages_extent_ok(r->p, e))
-		return 1;  /* outside the arena: skipped, as damage */
-	return moves_add(r->released, e, r->quar, MKV_PG_FREE);
-}
-
-/*
- * Drop freed records that no live pin can still need; collect their pages
- * (damaged records stay: see mkv_reg_freed_pop()).
- */
-static int
-quarantine_release(struct mkv_pool *p, struct mkv_txn *txn, struct moves *released)
-{
-	struct releasing r = { p, released, mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation) };
-	uint64_t last;
-	int rc = mkv_reg_freed_last(p, txn, &last);
-
-	if (rc == MKV_E_NOTFOUND)
-		return 0;
-	if (rc)
-		return rc;
-	return mkv_reg_freed_pop(p, txn, mkv_epoch_min_pin(p, last), release_one, &r);
-}
-
-static int
-record_dels(struct mkv_pool *p, struct mkv_txn *txn, const struct batch *b)
-{
-	uint64_t total, quar = mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation);
-	struct mkv_extent *x;
-	size_t n = 0;
-	int rc;
-
-	for (size_t i = 0; i < b->done.n; i++)
-		n += b->done.v[i].to == quar;
-	if (n) {
-		if (!(x = malloc(n * sizeof(*x))))
-			return mkv_err(MKV_E_NOMEM, "delete: out of memory");
-		n = 0;
-		for (size_t i = 0; i < b->done.n; i++)
-			if (b->done.v[i].to == quar)
-				x[n++] = b->done.v[i].ext;
-		rc = mkv_reg_freed_put(p, txn, x, n);
-		free(x);
-		if (rc)
-			return rc;
-	}
-	if (b->bytes == 0)
-		return 0;
-	if ((rc = mkv_reg_meta_get(p, txn, "bytes", &total)))
-		return rc;
-	return mkv_reg_meta_put(p, txn, "bytes", total + (uint64_t)b->bytes);
 }
 
 /* Pages free or quarantined (this txn's deletes quarantined theirs already). */
@@ -294,7 +151,7 @@ evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b
 		return rc;
 	if ((rc = mkv_reg_meta_get(p, txn, "evictions", &total)) ||
 	    (rc = mkv_reg_meta_put(p, txn, "evictions", total + *out)))
-		return fail(b, rc);
+		return mkv_batch_fail(b, rc);
 	return 0;
 }
 
@@ -308,7 +165,7 @@ evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b
 static int
 grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_extent *ext)
 {
-	int rc = moves_add(&b->done, ext, MKV_PG_FREE, grant);
+	int rc = mkv_batch_add(&b->done, ext, MKV_PG_FREE, grant);
 
 	if (rc)
 		return rc;
@@ -405,7 +262,7 @@ apply(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *
 			return rc;
 		if ((rc = mkv_reg_meta_put(p, txn, "wm_low", r->wm_low)) ||
 		    (rc = mkv_reg_meta_put(p, txn, "wm_high", r->wm_high)))
-			return fail(b, rc);
+			return mkv_batch_fail(b, rc);
 		p->h.wm_low = (uint32_t)r->wm_low;
 		p->h.wm_high = (uint32_t)r->wm_high;
 		return 0;
@@ -508,9 +365,9 @@ txn_end(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 	if (p->h.wm_low && room(p) < mkv_evict_pct_pages(p, p->h.wm_low))
 		rc = evict_to(p, txn, mkv_evict_pct_pages(p, p->h.wm_high), b, &evicted);
 	if (!rc)
-		rc = quarantine_release(p, txn, &b->released);
+		rc = mkv_batch_release(p, txn, b);
 	if (!rc)
-		rc = record_dels(p, txn, b);
+		rc = mkv_batch_record(p, txn, b);
 	if (rc) {
 		mkv_reg_wtxn_end(p, txn, false);
 		return rc;
@@ -563,9 +420,7 @@ commit_full_registry(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, struc
 
 		if (n && !orig)
 			break;
-		batch_undo(p, b);
-		*b = (struct batch){ .done = b->done, .released = b->released };
-		b->released.n = 0;
+		mkv_batch_reset(p, b);
 		if (n)
 			memcpy(reqs, orig, n * sizeof(*reqs));
 		nanosleep(&ts, NULL);
@@ -597,20 +452,17 @@ commit_round(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, bool *freed, 
 	int fatal = commit_full_registry(p, reqs, n, &b);
 
 	if (fatal) {
-		batch_undo(p, &b);
+		mkv_batch_undo(p, &b);
 		for (unsigned i = 0; i < n; i++)
 			if (!reqs[i].replayed)
 				reqs[i].result = fatal;
 	} else {
-		for (size_t i = 0; i < b.released.n; i++)
-			mkv_pages_move(p, &b.released.v[i].ext, b.released.v[i].from,
-					b.released.v[i].to);
+		mkv_batch_settle(p, &b);
 		mkv_evict_tick(p, b.published);
 	}
 	*freed = !fatal && (b.released.n || b.evicted);
 	*evicted = !fatal && b.evicted;
-	free(b.done.v);
-	free(b.released.v);
+	mkv_batch_free(&b);
 	return fatal;
 }
 

@@ -105,3 +105,44 @@ mkv_file_check(struct mkv_pool *p, const char *name, int flags)
 				p->path, name, mkv_file_access_name(flags));
 	return 0;
 }
+
+/*
+ * Open `data`: a regular file, checked like every pool file, or a
+ * device-DAX node (a character device), which an administrator may also
+ * place as a symbolic link to /dev/daxX.Y; a link to anything else is
+ * refused.  -ENOENT if it is not there.
+ */
+int
+mkv_file_open_data(struct mkv_pool *p, int flags)
+{
+	bool linked = false;
+	struct stat st;
+
+	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (p->data_fd < 0 && errno == ELOOP) {
+		linked = true;
+		p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NONBLOCK | O_CLOEXEC);
+	}
+	if (p->data_fd < 0) {
+		if (errno == ENOENT)
+			return mkv_err(-ENOENT, "pool %s: data is missing", p->path);
+		if (errno == EACCES)
+			return mkv_err(-EACCES, "pool %s: data: permission denied (%s access is needed; see SECURITY in marukv(7))",
+					p->path, mkv_file_access_name(flags));
+		return mkv_err(-errno, "pool %s: data: %m", p->path);
+	}
+	if (fstat(p->data_fd, &st) < 0)
+		return mkv_err(-errno, "pool %s: data: %m", p->path);
+	if (S_ISCHR(st.st_mode))
+		return 0;
+	if (linked)
+		return mkv_err(MKV_E_PERM,
+				"pool %s: data is a symbolic link to something other than a device-DAX node",
+				p->path);
+	if (!S_ISREG(st.st_mode))
+		return mkv_err(MKV_E_PERM, "pool %s: data is not a regular file", p->path);
+	if (st.st_nlink != 1)
+		return mkv_err(MKV_E_PERM, "pool %s: data has %llu names (hard links): refusing it",
+				p->path, (unsigned long long)st.st_nlink);
+	return 0;
+}

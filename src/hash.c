@@ -37,3 +37,10 @@ mkv_hash_key(const void *key, size_t klen)
 {
 	return XXH3_64bits_withSeed(key, klen, 0x6b6964) | 1;
 }
+
+/* The checksum that closes super's header. */
+uint64_t
+mkv_hash_super(const struct mkv_super *sb)
+{
+	return mkv_hash_fnv1a(sb, offsetof(struct mkv_super, csum));
+}

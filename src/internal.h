@@ -39,6 +39,7 @@ int64_t mkv_clock_age_ms(uint64_t wall_ns);
 uint64_t mkv_hash_fnv1a(const void *buf, size_t len);
 uint64_t mkv_hash_checksum(const void *buf, size_t len);
 uint64_t mkv_hash_key(const void *key, size_t klen);
+uint64_t mkv_hash_super(const struct mkv_super *sb);
 
 /* valid.c: checks of keys, node names and watermarks */
 int mkv_valid_key(const void *key, size_t klen);
@@ -205,6 +206,7 @@ const char *mkv_file_access_name(int flags);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
 int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
 int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
+int mkv_file_open_data(struct mkv_pool *p, int flags);
 
 /* lock.c: flock() until a deadline; byte locks on super */
 int mkv_lock_until(int fd, int how, uint64_t deadline);
@@ -212,7 +214,10 @@ int mkv_lock_super(const struct mkv_pool *p, uint64_t off, short type);
 int mkv_lock_super_until(const struct mkv_pool *p, uint64_t off, uint64_t deadline);
 bool mkv_lock_super_held(const struct mkv_pool *p, uint64_t off);
 
-/* pool.c */
+/* opts.c: a pool's creation and open options */
+#define MKV_DATA_SIZE_MAX (1ULL << 46)
+#define MKV_REGISTRY_MIN (1ULL << 20)
+#define MKV_REGISTRY_MAX (1ULL << 40)
 struct mkv_opts {
 	uint64_t data_size;
 	uint32_t page_size;
@@ -226,6 +231,14 @@ struct mkv_opts {
 	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
 };
+void mkv_opts_defaults(struct mkv_opts *o);
+
+/* create.c: a new pool's files */
+int mkv_create_pool(struct mkv_pool *p, const struct mkv_opts *opts);
+void mkv_create_layout(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
+		uint32_t max_clients, uint32_t max_nodes);
+
+/* pool.c */
 static inline uint64_t mkv_pool_pages_for(const struct mkv_pool *p, uint64_t len)
 {
 	return (len >> p->page_shift) + ((len & (p->page_size - 1)) != 0);
@@ -397,6 +410,39 @@ bool mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out
 bool mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out);
 uint64_t mkv_grants_cached(struct mkv_pool *p);
 void mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext);
+
+/* batch.c: what one commit changes besides the registry */
+struct moves {
+	struct move {
+		struct mkv_extent ext;
+		uint64_t from, to;
+	} *v;
+	size_t n, cap;
+};
+/* What one txn changes besides the registry. */
+struct batch {
+	/*
+	 * Page-table changes made as each request was applied, undone in
+	 * reverse order if the txn fails: granted -> used (publish), used ->
+	 * quarantined (delete), free -> granted (grant).
+	 */
+	struct moves done;
+	struct moves released;  /* quarantined -> free, after the commit */
+	int64_t bytes;          /* change of the stored byte count */
+	uint64_t published;     /* pages published */
+	bool evicted;           /* eviction ran to make room for a grant */
+	bool failed;            /* a request failed half-applied: the txn must not commit */
+};
+int mkv_batch_add(struct moves *x, const struct mkv_extent *ext, uint64_t from, uint64_t to);
+int mkv_batch_fail(struct batch *b, int rc);
+bool mkv_batch_move(struct mkv_pool *p, struct batch *b, const struct mkv_extent *ext,
+		uint64_t from, uint64_t to, int *rc);
+void mkv_batch_undo(struct mkv_pool *p, struct batch *b);
+int mkv_batch_release(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b);
+int mkv_batch_record(struct mkv_pool *p, struct mkv_txn *txn, const struct batch *b);
+void mkv_batch_reset(struct mkv_pool *p, struct batch *b);
+void mkv_batch_settle(struct mkv_pool *p, const struct batch *b);
+void mkv_batch_free(struct batch *b);
 
 /* commit.c: group commit, which only the lease holder runs */
 enum mkv_op {

@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pool.c -- the pool directory: options, creation, validation of what is
- * found there, the mappings, close.
- *
- * Creation builds `data` and `registry.mdb`, then writes `super.new` and
- * renames it to `super`: a pool is complete exactly when `super` exists.
- * A directory with a registry or a data file but no `super` is refused, not
- * re-created, so a damaged pool is never silently replaced by an empty one.
- * Open and create serialise on flock() of the directory.
+ * pool.c -- a pool handle: open (creating the pool through create.c
+ * when asked), validation of what is found in the directory, the
+ * mappings, fork(), close.  Open and create serialise on flock() of the
+ * directory.
  */
 #include "config.h"
 
@@ -26,9 +22,6 @@
 
 #include "internal.h"
 
-#define MKV_DATA_SIZE_MAX (1ULL << 46)
-#define MKV_REGISTRY_MIN (1ULL << 20)
-#define MKV_REGISTRY_MAX (1ULL << 40)
 /* How long an open waits for another open or creation of the same pool. */
 #define DIR_LOCK_WAIT_NS (60 * 1000000000ULL)
 
@@ -108,395 +101,6 @@ open_list_remove(struct mkv_pool *p)
 	pthread_mutex_unlock(&open_lock);
 }
 
-static uint64_t
-align_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
-MKV_EXPORT int
-mkv_opts_new(struct mkv_opts **out)
-{
-	mkv_err_clear();
-	if (!out)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_new: out is NULL");
-	*out = calloc(1, sizeof(**out));
-	if (!*out)
-		return mkv_err(MKV_E_NOMEM, "mkv_opts_new: out of memory");
-	(*out)->data_size = MKV_DEFAULT_DATA_SIZE;
-	(*out)->page_size = MKV_DEFAULT_PAGE_SIZE;
-	(*out)->max_clients = MKV_DEFAULT_MAX_CLIENTS;
-	(*out)->lease_period_ms = MKV_DEFAULT_LEASE_PERIOD_MS;
-	(*out)->client_timeout_ms = MKV_DEFAULT_CLIENT_TIMEOUT_MS;
-	(*out)->wm_low = MKV_DEFAULT_LOW_WATERMARK;
-	(*out)->wm_high = MKV_DEFAULT_HIGH_WATERMARK;
-	(*out)->max_nodes = MKV_DEFAULT_MAX_NODES;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct, unsigned high_pct)
-{
-	int rc;
-
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_watermarks: opts is NULL");
-	if ((rc = mkv_valid_watermarks(low_pct, high_pct)))
-		return rc;
-	opts->wm_low = low_pct;
-	opts->wm_high = high_pct;
-	return 0;
-}
-
-MKV_EXPORT void
-mkv_opts_delete(struct mkv_opts **opts)
-{
-	if (!opts)
-		return;
-	free(*opts);
-	*opts = NULL;
-}
-
-MKV_EXPORT int
-mkv_opts_set_data_size(struct mkv_opts *opts, uint64_t bytes)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_data_size: opts is NULL");
-	if (bytes == 0 || bytes > MKV_DATA_SIZE_MAX)
-		return mkv_err(MKV_E_INVAL, "data size %llu out of range (1 to 2^46)",
-				(unsigned long long)bytes);
-	opts->data_size = bytes;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_page_size(struct mkv_opts *opts, uint32_t bytes)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_page_size: opts is NULL");
-	if (bytes < 4096 || bytes > (1U << 30) || (bytes & (bytes - 1)))
-		return mkv_err(MKV_E_INVAL, "page size %u is not a power of two from 4 KiB to 1 GiB",
-				bytes);
-	opts->page_size = bytes;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_max_clients(struct mkv_opts *opts, uint32_t n)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_max_clients: opts is NULL");
-	if (n == 0 || n > MKV_MAX_CLIENTS_LIMIT)
-		return mkv_err(MKV_E_INVAL, "max clients %u out of range (1 to %u)", n,
-				MKV_MAX_CLIENTS_LIMIT);
-	opts->max_clients = n;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_registry_size: opts is NULL");
-	if (bytes != 0 && (bytes < MKV_REGISTRY_MIN || bytes > MKV_REGISTRY_MAX))
-		return mkv_err(MKV_E_INVAL, "registry size %llu out of range (1 MiB to 1 TiB, or 0)",
-				(unsigned long long)bytes);
-	opts->registry_size = bytes;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_lease_period: opts is NULL");
-	if (ms < 50 || ms > 60000)
-		return mkv_err(MKV_E_INVAL, "lease period %u ms out of range (50 to 60000)", ms);
-	opts->lease_period_ms = ms;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_client_timeout: opts is NULL");
-	if (ms < 100 || ms > 3600000)
-		return mkv_err(MKV_E_INVAL, "client timeout %u ms out of range (100 to 3600000)", ms);
-	opts->client_timeout_ms = ms;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_max_nodes(struct mkv_opts *opts, uint32_t n)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_max_nodes: opts is NULL");
-	if (n == 0 || n > MKV_MAX_NODES_LIMIT)
-		return mkv_err(MKV_E_INVAL, "max nodes %u out of range (1 to %u)", n,
-				MKV_MAX_NODES_LIMIT);
-	opts->max_nodes = n;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_group(struct mkv_opts *opts, gid_t gid)
-{
-	mkv_err_clear();
-	if (!opts)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_group: opts is NULL");
-	if (gid == (gid_t)-1)
-		return mkv_err(MKV_E_INVAL, "group id -1 is not a group");
-	opts->has_group = true;
-	opts->gid = gid;
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_opts_set_node(struct mkv_opts *opts, const char *name)
-{
-	int rc;
-
-	mkv_err_clear();
-	if (!opts || !name)
-		return mkv_err(MKV_E_INVAL, "mkv_opts_set_node: NULL argument");
-	if ((rc = mkv_valid_node_name(name)))
-		return rc;
-	memcpy(opts->node, name, strlen(name) + 1);
-	return 0;
-}
-
-/* Offsets of everything in `super`, from the creation parameters. */
-static void
-layout_compute(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
-		uint32_t max_clients, uint32_t max_nodes)
-{
-	uint64_t off = 2 * MKV_SUPER_ALIGN;
-
-	sb->page_size = page_size;
-	sb->nr_pages = nr_pages;
-	sb->data_size = page_size * nr_pages;
-	sb->max_clients = max_clients;
-	sb->slot_size = sizeof(struct mkv_slot);
-	sb->max_nodes = max_nodes;
-	sb->rq_depth = MKV_RQ_DEPTH;
-	sb->state_off = MKV_SUPER_ALIGN;
-	sb->nodes_off = off;
-	off = align_up(off + (uint64_t)max_nodes * sizeof(struct mkv_node), MKV_SUPER_ALIGN);
-	sb->slots_off = off;
-	off = align_up(off + (uint64_t)max_clients * sizeof(struct mkv_slot), MKV_SUPER_ALIGN);
-	sb->rq_off = off;
-	off = align_up(off + (uint64_t)max_clients * MKV_RQ_DEPTH * sizeof(struct mkv_rq),
-			MKV_SUPER_ALIGN);
-	sb->pt_off = off;
-	off = align_up(off + nr_pages * sizeof(uint64_t), MKV_SUPER_ALIGN);
-	sb->hint_off = off;
-	sb->super_size = align_up(off + nr_pages, MKV_SUPER_ALIGN);
-}
-
-static uint64_t
-super_csum(const struct mkv_super *sb)
-{
-	return mkv_hash_fnv1a(sb, offsetof(struct mkv_super, csum));
-}
-
-/* Preallocate so that a full filesystem fails now, not with SIGBUS later. */
-static int
-prealloc(int fd, uint64_t size, const char *path, const char *name)
-{
-	int rc = posix_fallocate(fd, 0, (off_t)size);
-
-	if (rc == ENOSPC)
-		return mkv_err(MKV_E_NOSPC, "pool %s: no room for %s (%llu bytes)", path, name,
-				(unsigned long long)size);
-	if (rc)
-		return mkv_err(-rc, "pool %s: cannot allocate %s: %s", path, name, strerror(rc));
-	return 0;
-}
-
-/*
- * Open `data`: a regular file, checked like every pool file, or a
- * device-DAX node (a character device), which an administrator may also
- * place as a symbolic link to /dev/daxX.Y; a link to anything else is
- * refused.  -ENOENT if it is not there.
- */
-static int
-data_fd_open(struct mkv_pool *p, int flags)
-{
-	bool linked = false;
-	struct stat st;
-
-	p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (p->data_fd < 0 && errno == ELOOP) {
-		linked = true;
-		p->data_fd = openat(p->dirfd, MKV_FILE_DATA, flags | O_NONBLOCK | O_CLOEXEC);
-	}
-	if (p->data_fd < 0) {
-		if (errno == ENOENT)
-			return mkv_err(-ENOENT, "pool %s: data is missing", p->path);
-		if (errno == EACCES)
-			return mkv_err(-EACCES, "pool %s: data: permission denied (%s access is needed; see SECURITY in marukv(7))",
-					p->path, mkv_file_access_name(flags));
-		return mkv_err(-errno, "pool %s: data: %m", p->path);
-	}
-	if (fstat(p->data_fd, &st) < 0)
-		return mkv_err(-errno, "pool %s: data: %m", p->path);
-	if (S_ISCHR(st.st_mode))
-		return 0;
-	if (linked)
-		return mkv_err(MKV_E_PERM,
-				"pool %s: data is a symbolic link to something other than a device-DAX node",
-				p->path);
-	if (!S_ISREG(st.st_mode))
-		return mkv_err(MKV_E_PERM, "pool %s: data is not a regular file", p->path);
-	if (st.st_nlink != 1)
-		return mkv_err(MKV_E_PERM, "pool %s: data has %llu names (hard links): refusing it",
-				p->path, (unsigned long long)st.st_nlink);
-	return 0;
-}
-
-/* Remove what a failed creation made, and only that. */
-struct made {
-	bool data, registry, lock, super_new;
-};
-
-static void
-create_cleanup(struct mkv_pool *p, const struct made *m)
-{
-	if (m->data)
-		unlinkat(p->dirfd, MKV_FILE_DATA, 0);
-	if (m->registry)
-		unlinkat(p->dirfd, MKV_FILE_REGISTRY, 0);
-	if (m->lock)
-		unlinkat(p->dirfd, MKV_FILE_LOCK, 0);
-	if (m->super_new)
-		unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
-}
-
-/* The data arena of a new pool: made here, or a device-DAX node placed as `data` beforehand. */
-static int
-create_data(struct mkv_pool *p, const struct mkv_opts *opts, uint64_t *nr_pages, bool *made)
-{
-	enum mkv_backing kind = MKV_BACKING_FILE;
-	uint64_t devsize;
-	int rc = data_fd_open(p, O_RDWR);
-
-	if (rc == 0) {
-		rc = mkv_dax_probe(p->data_fd, MKV_FILE_DATA, &kind, &devsize, p->dax_device,
-				sizeof(p->dax_device), &p->dax_align);
-		if (rc)
-			return rc;
-		if (kind != MKV_BACKING_DEVDAX)
-			return mkv_err(MKV_E_CORRUPT,
-				"pool %s: data exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
-				p->path);
-		*nr_pages = devsize / opts->page_size;
-		if (*nr_pages == 0)
-			return mkv_err(MKV_E_INVAL, "pool %s: device-DAX data is smaller than a page",
-					p->path);
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	if ((rc = mkv_file_create(p, MKV_FILE_DATA, &p->data_fd)))
-		return rc;
-	*made = true;
-	return prealloc(p->data_fd, *nr_pages * opts->page_size, p->path, MKV_FILE_DATA);
-}
-
-static int
-pool_create(struct mkv_pool *p, const struct mkv_opts *opts)
-{
-	struct mkv_super sb;
-	struct made made = { false };
-	struct stat st;
-	uint64_t nr_pages, regsize;
-	int fd = -1, rc;
-
-	memset(&sb, 0, sizeof(sb));
-	nr_pages = align_up(opts->data_size, opts->page_size) / opts->page_size;
-	p->create_gid = opts->has_group ? opts->gid : (gid_t)-1;
-	if ((rc = create_data(p, opts, &nr_pages, &made.data)))
-		goto fail;
-	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		rc = !S_ISREG(st.st_mode) ?
-			mkv_err(MKV_E_PERM, "pool %s: registry.mdb is not a regular file", p->path) :
-			mkv_err(MKV_E_CORRUPT,
-			"pool %s: registry.mdb exists but super does not: an interrupted creation or a damaged pool; remove the directory to start afresh",
-			p->path);
-		goto fail;
-	}
-
-	memcpy(sb.magic, MKV_SUPER_MAGIC, sizeof(sb.magic));
-	sb.version = MKV_FORMAT_VERSION;
-	sb.header_size = sizeof(sb);
-	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid)) {
-		rc = mkv_err(-errno, "pool %s: getrandom: %m", p->path);
-		goto fail;
-	}
-	sb.uuid[6] = (uint8_t)((sb.uuid[6] & 0x0f) | 0x40);
-	sb.uuid[8] = (uint8_t)((sb.uuid[8] & 0x3f) | 0x80);
-	layout_compute(&sb, opts->page_size, nr_pages, opts->max_clients, opts->max_nodes);
-	sb.lease_period_ms = opts->lease_period_ms;
-	sb.client_timeout_ms = opts->client_timeout_ms;
-	regsize = opts->registry_size;
-	if (!regsize)
-		regsize = align_up((8ULL << 20) + nr_pages * 1024, 1ULL << 20);
-	sb.registry_size = regsize;
-	sb.ctime = (uint64_t)time(NULL);
-	sb.csum = super_csum(&sb);
-
-	/* LMDB opens its files by name: they exist, safely made, before it does */
-	if ((rc = mkv_file_create(p, MKV_FILE_REGISTRY, &fd)))
-		goto fail;
-	made.registry = true;
-	close(fd);
-	if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
-		goto fail;
-	made.lock = true;
-	close(fd);
-	if ((rc = mkv_reg_create(p, &sb, opts)))
-		goto fail;
-
-	/* a super.new left by a creation that died is ours to replace (never followed) */
-	unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
-	if ((rc = mkv_file_create(p, MKV_FILE_SUPER ".new", &fd)))
-		goto fail;
-	made.super_new = true;
-	rc = prealloc(fd, sb.super_size, p->path, MKV_FILE_SUPER);
-	if (rc)
-		goto fail;
-	if (pwrite(fd, &sb, sizeof(sb), 0) != (ssize_t)sizeof(sb) || fsync(fd) < 0) {
-		rc = mkv_err(errno ? -errno : MKV_E_IO, "pool %s: cannot write super: %m", p->path);
-		goto fail;
-	}
-	if (renameat(p->dirfd, MKV_FILE_SUPER ".new", p->dirfd, MKV_FILE_SUPER) < 0 ||
-	    fsync(p->dirfd) < 0) {
-		rc = mkv_err(-errno, "pool %s: cannot install super: %m", p->path);
-		goto fail;
-	}
-	close(fd);
-	close(p->data_fd);
-	p->data_fd = -1;
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	if (p->data_fd >= 0)
-		close(p->data_fd);
-	p->data_fd = -1;
-	create_cleanup(p, &made);
-	return rc;
-}
-
 /* Read and check the superblock before mapping anything. */
 static int
 super_check(struct mkv_pool *p, struct mkv_super *sb)
@@ -526,7 +130,7 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 				p->path, sb->version, MKV_FORMAT_VERSION);
 	if (n < (ssize_t)sizeof(*sb))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is truncated (%zd bytes)", p->path, n);
-	if (sb->header_size != sizeof(*sb) || sb->csum != super_csum(sb))
+	if (sb->header_size != sizeof(*sb) || sb->csum != mkv_hash_super(sb))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock checksum mismatch", p->path);
 
 	memset(&want, 0, sizeof(want));
@@ -537,7 +141,7 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    sb->nr_pages > MKV_DATA_SIZE_MAX / sb->page_size ||
 	    sb->registry_size < MKV_REGISTRY_MIN || sb->registry_size > MKV_REGISTRY_MAX)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock geometry out of range", p->path);
-	layout_compute(&want, sb->page_size, sb->nr_pages, sb->max_clients, sb->max_nodes);
+	mkv_create_layout(&want, sb->page_size, sb->nr_pages, sb->max_clients, sb->max_nodes);
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
 	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
 	    want.hint_off != sb->hint_off || want.state_off != sb->state_off ||
@@ -560,7 +164,7 @@ data_open(struct mkv_pool *p, const struct mkv_super *sb)
 	uint64_t size;
 	int rc;
 
-	rc = data_fd_open(p, (p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR);
+	rc = mkv_file_open_data(p, (p->flags & MKV_RDONLY) ? O_RDONLY : O_RDWR);
 	if (rc == -ENOENT)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: data file is missing", p->path);
 	if (rc)
@@ -700,21 +304,15 @@ super_open(struct mkv_pool *p, const struct mkv_opts *opts)
 			return mkv_err(MKV_E_CORRUPT, "pool %s: super is missing", p->path);
 		return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
 	}
-	if ((rc = pool_create(p, opts)))
+	if ((rc = mkv_create_pool(p, opts)))
 		return rc;
 	return mkv_file_open(p, MKV_FILE_SUPER, O_RDWR, &p->super_fd);
 }
 
-MKV_EXPORT int
-mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
-		struct mkv_pool **out)
+/* The pool's path from the arguments, MARUKV_POOL or the default; MKV_E_INVAL for bad ones. */
+static int
+open_args(const char **path, unsigned flags, struct mkv_pool **out)
 {
-	struct mkv_opts defaults;
-	struct mkv_super hdr;
-	struct mkv_pool *p;
-	int rc;
-
-	mkv_err_clear();
 	if (!out)
 		return mkv_err(MKV_E_INVAL, "mkv_pool_open: out is NULL");
 	*out = NULL;
@@ -723,25 +321,27 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 				flags & ~MKV_OPEN_VALID);
 	if ((flags & MKV_CREATE) && (flags & MKV_RDONLY))
 		return mkv_err(MKV_E_INVAL, "mkv_pool_open: MKV_CREATE with MKV_RDONLY");
-	if (path && !*path)
+	if (*path && !**path)
 		return mkv_err(MKV_E_INVAL, "mkv_pool_open: the pool path is empty");
-	if (!path)
-		path = getenv("MARUKV_POOL");
-	if (!path || !*path)
-		path = MKV_DEFAULT_POOL;
-	if (!opts) {
-		defaults = (struct mkv_opts){ MKV_DEFAULT_DATA_SIZE, MKV_DEFAULT_PAGE_SIZE,
-				MKV_DEFAULT_MAX_CLIENTS, 0, MKV_DEFAULT_LEASE_PERIOD_MS,
-				MKV_DEFAULT_CLIENT_TIMEOUT_MS, MKV_DEFAULT_LOW_WATERMARK,
-				MKV_DEFAULT_HIGH_WATERMARK, MKV_DEFAULT_MAX_NODES, false, 0, "" };
-		opts = &defaults;
-	}
+	if (!*path)
+		*path = getenv("MARUKV_POOL");
+	if (!*path || !**path)
+		*path = MKV_DEFAULT_POOL;
+	return 0;
+}
 
-	p = calloc(1, sizeof(*p));
+/* A handle with its own structures and nothing opened yet (mkv_pool_close() frees it). */
+static int
+handle_new(const char *path, unsigned flags, struct mkv_pool **out)
+{
+	struct mkv_pool *p = calloc(1, sizeof(*p));
+	int rc;
+
 	if (!p || !(p->path = strdup(path))) {
 		free(p);
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_open: out of memory");
 	}
+	*out = p;
 	p->flags = flags;
 	p->dirfd = p->super_fd = p->data_fd = -1;
 	p->slot = UINT32_MAX;
@@ -749,10 +349,29 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	if (getrandom(&p->cookie, sizeof(p->cookie), 0) != sizeof(p->cookie))
 		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_clock_now();
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
-	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
-	    (rc = mkv_rq_init(p, mkv_holder_nudge)))
-		goto fail;
+	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)))
+		return rc;
+	return mkv_rq_init(p, mkv_holder_nudge);
+}
 
+MKV_EXPORT int
+mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
+		struct mkv_pool **out)
+{
+	struct mkv_opts defaults;
+	struct mkv_super hdr;
+	struct mkv_pool *p = NULL;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = open_args(&path, flags, out)))
+		return rc;
+	if (!opts) {
+		mkv_opts_defaults(&defaults);
+		opts = &defaults;
+	}
+	if ((rc = handle_new(path, flags, &p)))
+		goto fail;
 	if ((rc = pool_dir_open(p, opts)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;

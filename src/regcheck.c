@@ -486,12 +486,32 @@ leaf_node(struct walk *w, struct tree *t, uint64_t pgno, const uint8_t *pg, unsi
 	return 0;
 }
 
+/* A page's header: its number, its kind, its free space; *upper and *nkeys from it. */
+static int
+page_header(struct walk *w, const struct tree *t, uint64_t pgno, const uint8_t *pg, bool leaf,
+		unsigned *upper, unsigned *nkeys)
+{
+	unsigned lower = get16(pg, PG_LOWER);
+
+	*upper = get16(pg, PG_UPPER);
+	if (get64(pg, PG_PGNO) != pgno)
+		return corrupt_page(w, t, pgno, "carries another page's number");
+	if (get16(pg, PG_FLAGS) != (leaf ? P_LEAF : P_BRANCH))
+		return corrupt_page(w, t, pgno, leaf ? "should be a leaf page and is not" :
+				"should be a branch page and is not");
+	if (lower < PAGE_HDR || lower > *upper || *upper > w->psize || (lower - PAGE_HDR) % 2)
+		return corrupt_page(w, t, pgno, "has its free space out of bounds");
+	if ((*nkeys = (lower - PAGE_HDR) / 2) == 0)
+		return corrupt_page(w, t, pgno, "has no nodes");
+	return 0;
+}
+
 /* The page @p pgno at @p level (the root is 1) of tree @p t, and below it. */
 static int
 walk_page(struct walk *w, struct tree *t, uint64_t pgno, unsigned level)
 {
 	bool leaf = level == t->depth;
-	unsigned lower, upper, nkeys;
+	unsigned upper, nkeys;
 	uint8_t *pg;
 	int rc;
 
@@ -501,27 +521,9 @@ walk_page(struct walk *w, struct tree *t, uint64_t pgno, unsigned level)
 	if (!w->bufs[w->nest] && !(w->bufs[w->nest] = malloc(w->psize)))
 		return mkv_err(MKV_E_NOMEM, "registry check: out of memory");
 	pg = w->bufs[w->nest++];
-	if ((rc = read_page(w, pgno, pg)))
+	if ((rc = read_page(w, pgno, pg)) ||
+	    (rc = page_header(w, t, pgno, pg, leaf, &upper, &nkeys)))
 		goto out;
-	lower = get16(pg, PG_LOWER);
-	upper = get16(pg, PG_UPPER);
-	if (get64(pg, PG_PGNO) != pgno) {
-		rc = corrupt_page(w, t, pgno, "carries another page's number");
-		goto out;
-	}
-	if (get16(pg, PG_FLAGS) != (leaf ? P_LEAF : P_BRANCH)) {
-		rc = corrupt_page(w, t, pgno, leaf ? "should be a leaf page and is not" :
-				"should be a branch page and is not");
-		goto out;
-	}
-	if (lower < PAGE_HDR || lower > upper || upper > w->psize || (lower - PAGE_HDR) % 2) {
-		rc = corrupt_page(w, t, pgno, "has its free space out of bounds");
-		goto out;
-	}
-	if ((nkeys = (lower - PAGE_HDR) / 2) == 0) {
-		rc = corrupt_page(w, t, pgno, "has no nodes");
-		goto out;
-	}
 	if (leaf)
 		t->leaf++;
 	else
