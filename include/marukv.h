@@ -170,6 +170,12 @@ enum mkv_backing {
 	MKV_BACKING_DEVDAX = 3, /**< a device-DAX node, identified with libdaxctl */
 };
 
+/**
+ * A static name for an enum mkv_backing value (mkv_stat's backing): "file",
+ * "tmpfs", "fsdax" or "devdax"; "unknown" for any other value.
+ */
+MKV_EXPORT const char *mkv_backing_name(uint32_t backing);
+
 /** @defgroup version Version
  * @{ */
 /** Library version as "MAJOR.MINOR.PATCH", a static string. */

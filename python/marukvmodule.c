@@ -1318,18 +1318,6 @@ dict_put(PyObject *d, const char *name, PyObject *value)
 #define PUT_S(d, s, f) dict_put(d, #f, PyUnicode_DecodeUTF8((s)->f, \
 		(Py_ssize_t)strnlen((s)->f, sizeof((s)->f)), "replace"))
 
-static const char *
-backing_name(uint32_t b)
-{
-	switch (b) {
-	case MKV_BACKING_FILE:   return "file";
-	case MKV_BACKING_TMPFS:  return "tmpfs";
-	case MKV_BACKING_FSDAX:  return "fsdax";
-	case MKV_BACKING_DEVDAX: return "devdax";
-	}
-	return "unknown";
-}
-
 static PyObject *
 Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1364,7 +1352,7 @@ Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
 	    PUT_U(d, &st, lease_holder_node_idx) || PUT_S(d, &st, lease_holder_node) ||
 	    PUT_I(d, &st, lease_heartbeat_age_ms) || PUT_U(d, &st, requests_pending) ||
 	    PUT_U(d, &st, hits) || PUT_U(d, &st, misses) || PUT_U(d, &st, evictions) ||
-	    dict_put(d, "backing", PyUnicode_FromString(backing_name(st.backing))) ||
+	    dict_put(d, "backing", PyUnicode_FromString(mkv_backing_name(st.backing))) ||
 	    PUT_U(d, &st, client_timeout_ms) || PUT_S(d, &st, dax_device) ||
 	    PUT_U(d, &st, dax_align) || PUT_U(d, &st, low_watermark) ||
 	    PUT_U(d, &st, high_watermark) || PUT_U(d, &st, max_nodes) ||

@@ -72,3 +72,19 @@ mkv_dax_probe(int fd, const char *what, enum mkv_backing *kind, uint64_t *size,
 	}
 	return mkv_err(MKV_E_NOTPOOL, "%s: neither a regular file nor a device-DAX node", what);
 }
+
+MKV_EXPORT const char *
+mkv_backing_name(uint32_t backing)
+{
+	switch (backing) {
+	case MKV_BACKING_FILE:
+		return "file";
+	case MKV_BACKING_TMPFS:
+		return "tmpfs";
+	case MKV_BACKING_FSDAX:
+		return "fsdax";
+	case MKV_BACKING_DEVDAX:
+		return "devdax";
+	}
+	return "unknown";
+}

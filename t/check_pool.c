@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include "testutil.h"
 #include "layout.h"
@@ -116,6 +118,30 @@ START_TEST(test_create_makes_three_preallocated_files)
 			ck_assert_uint_eq((uint64_t)st.st_size, TU_DATA_SIZE);
 		free(path);
 	}
+	mkv_pool_close(&pool);
+}
+END_TEST
+
+/* The name of each backing; a pool under the test directory (tmpfs in the suite) says which. */
+START_TEST(test_backing_names)
+{
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+	struct statfs fs;
+
+	ck_assert_str_eq(mkv_backing_name(MKV_BACKING_FILE), "file");
+	ck_assert_str_eq(mkv_backing_name(MKV_BACKING_TMPFS), "tmpfs");
+	ck_assert_str_eq(mkv_backing_name(MKV_BACKING_FSDAX), "fsdax");
+	ck_assert_str_eq(mkv_backing_name(MKV_BACKING_DEVDAX), "devdax");
+	ck_assert_str_eq(mkv_backing_name(4), "unknown");
+	ck_assert_str_eq(mkv_backing_name(UINT32_MAX), "unknown");
+	TU_OK(tu_pool_create(tu_dir, TU_DATA_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS, &pool));
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_int_eq(statfs(tu_dir, &fs), 0);
+	if (fs.f_type == TMPFS_MAGIC)
+		ck_assert_str_eq(mkv_backing_name(st.backing), "tmpfs");
+	else
+		ck_assert_str_ne(mkv_backing_name(st.backing), "unknown");
 	mkv_pool_close(&pool);
 }
 END_TEST
@@ -816,6 +842,7 @@ pool_suite(void)
 	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_create_makes_three_preallocated_files);
+	tcase_add_test(tc, test_backing_names);
 	tcase_add_test(tc, test_reopen_keeps_every_key);
 	tcase_add_test(tc, test_open_missing_is_noent);
 	tcase_add_test(tc, test_open_bad_flags_is_inval);

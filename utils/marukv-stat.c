@@ -88,18 +88,6 @@ static const char *field_text(const struct field *f, enum style s, char *buf, si
 	return buf;
 }
 
-/* The name of a data arena's backing (enum mkv_backing), as in the JSON. */
-static const char *backing_name(uint32_t b)
-{
-	switch (b) {
-	case MKV_BACKING_FILE:   return "file";
-	case MKV_BACKING_TMPFS:  return "tmpfs";
-	case MKV_BACKING_FSDAX:  return "fsdax";
-	case MKV_BACKING_DEVDAX: return "devdax";
-	}
-	return "unknown";
-}
-
 /*
  * The clients of the pool into *out (malloc'd; the caller frees it) and
  * their number into *n.  Retries if clients came between the two calls.
@@ -195,7 +183,7 @@ static void print_human(const struct report *r, int human)
 	for (size_t i = 0; i < r->n; i++)
 		print_label(r->f[i].label, field_text(&r->f[i], s, buf, sizeof(buf)));
 	print_label("lease holder node", *st->lease_holder_node ? st->lease_holder_node : "-");
-	print_label("backing", backing_name(st->backing));
+	print_label("backing", mkv_backing_name(st->backing));
 	for (size_t i = 0; i < r->nmore; i++) {
 		/* The device's name and alignment mean something for devdax only. */
 		if (i == 0 && st->backing != MKV_BACKING_DEVDAX)
@@ -223,7 +211,7 @@ static void print_json(const struct report *r)
 	fputs(",\n  \"lease_holder_node\": ", stdout);
 	json_string(stdout, st->lease_holder_node);
 	fputs(",\n  \"backing\": ", stdout);
-	json_string(stdout, backing_name(st->backing));
+	json_string(stdout, mkv_backing_name(st->backing));
 	fputs(",\n  \"dax_device\": ", stdout);
 	json_string(stdout, st->dax_device);
 	for (size_t i = 0; i < r->nmore; i++)
