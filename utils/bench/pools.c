@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pools.c -- the stores the subcommands measure: marukv pools made to a
+ * spec, and the raw LMDB peer (see bench.h).
+ */
+#include <marukv.h>
+
+#include <inttypes.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
+		struct mkv_pool **out)
+{
+	struct mkv_opts *opts = NULL;
+	struct mkv_stat st;
+	int rc = mkv_opts_new(&opts);
+
+	*out = NULL;
+	if (!rc)
+		rc = mkv_opts_set_page_size(opts, BENCH_PAGE);
+	if (!rc)
+		rc = mkv_opts_set_data_size(opts, spec->pages * BENCH_PAGE);
+	if (!rc && spec->max_clients)
+		rc = mkv_opts_set_max_clients(opts, spec->max_clients);
+	if (!rc && spec->registry_size)
+		rc = mkv_opts_set_registry_size(opts, spec->registry_size);
+	if (!rc)
+		rc = mkv_opts_set_watermarks(opts, spec->wm_low, spec->wm_high);
+	if (!rc)
+		rc = mkv_pool_open(path, MKV_CREATE, opts, out);
+	mkv_opts_delete(&opts);
+	if (!rc)
+		rc = mkv_pool_stat(*out, &st);
+	if (rc) {
+		fprintf(stderr, PROG " %s: %s: %s\n", cmd, path, mkv_why(rc));
+		mkv_pool_close(out);
+		return -1;
+	}
+	if (st.lease_holder_pid != (uint32_t)getpid()) {
+		fprintf(stderr, PROG " %s: %s: the lease holder is pid %" PRIu32
+				", not this process (%ld)\n", cmd, path, st.lease_holder_pid,
+				(long)getpid());
+		mkv_pool_close(out);
+		return -1;
+	}
+	return 0;
+}
+
+_Static_assert(sizeof(struct peer_entry) == 56, "a marukv registry entry");
+
+int peer_fail(const char *cmd, const char *what, int rc)
+{
+	fprintf(stderr, PROG " %s: LMDB peer: %s: %s\n", cmd, what, mdb_strerror(rc));
+	return -1;
+}
+
+int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env)
+{
+	int rc = mdb_env_create(env);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_env_set_maxdbs(*env, 2)) || (rc = mdb_env_set_mapsize(*env, mapsize)) ||
+	    (rc = mdb_env_open(*env, file, MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | flags,
+			0666))) {
+		mdb_env_close(*env);
+		*env = NULL;
+	}
+	return rc;
+}
+
+int peer_dbis(MDB_env *env, unsigned flags, MDB_dbi *entries, MDB_dbi *pages)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(env, NULL, flags & MDB_CREATE ? 0 : MDB_RDONLY, &txn);
+
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, NULL, 0, entries)) ||
+	    (rc = mdb_dbi_open(txn, "pages", flags, pages))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
