@@ -2,12 +2,13 @@
 /*
  * bench.h -- what the marukv-bench subcommands share, each part in a file
  * of its own: the clock and sample statistics (timing.c), hashes, random
- * numbers, keys and payload patterns (keys.c), option values (options.c),
- * output helpers (output.c), child processes and crews of them (proc.c),
- * pools and the raw LMDB peer (pools.c), the Redis peer (redis.c) and
- * scratch directories (scratch.c).  Each subcommand lives in a file of its
- * own (demo.c, register.c, takeover.c, lookup.c, getsize.c, put.c...) and
- * is listed in the table in marukv-bench.c.
+ * numbers, keys and payload patterns (keys.c), output helpers (output.c),
+ * child processes and crews of them (proc.c), pools and the raw LMDB peer
+ * (pools.c), the Redis peer (redis.c) and scratch directories
+ * (scratch.c).  Their command lines are parsed from tables (options.h).
+ * Each subcommand lives in a file of its own (demo.c, register.c,
+ * takeover.c, lookup.c, getsize.c, put.c...) and is listed in the table
+ * in marukv-bench.c.
  */
 #ifndef MARUKV_BENCH_H
 #define MARUKV_BENCH_H
@@ -67,26 +68,6 @@ void key_make(uint8_t key[BENCH_KEY_LEN], uint64_t seed, uint64_t a, uint64_t b)
  */
 void chain_hash(const uint8_t prev[BENCH_KEY_LEN], const uint32_t *tok, size_t n,
 		uint8_t out[BENCH_KEY_LEN]);
-
-/* ---- option values (options.c) ---------------------------------------------- */
-
-/*
- * Unsigned integer with an optional binary suffix (k, m, g, with or
- * without "iB") when suffix is nonzero.  0 or -1.
- */
-int parse_u64(const char *s, int suffix, uint64_t *out);
-/*
- * A comma-separated list of 1 to max integers, each from lo to hi.
- * 0 or -1.
- */
-int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
-		size_t *n);
-/* The same, each integer with an optional suffix as for parse_u64(). */
-int parse_size_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
-		size_t *n);
-/* "PROG CMD: bad value for --NAME: VALUE (LO to HI)" on stderr. */
-void bad_value(const char *cmd, const char *name, const char *value, uint64_t lo,
-		uint64_t hi);
 
 /* ---- payloads (keys.c) ------------------------------------------------- */
 

@@ -44,7 +44,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +53,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "lookup"
 #define MAX_ROWS 16
@@ -132,95 +132,42 @@ struct reader {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void lk_usage(FILE *f)
+static int lk_parse(int argc, char **argv, struct lk_opts *o)
 {
-	fprintf(f,
-		"usage: " PROG " lookup [--keys LIST] [--readers LIST] [--value-size BYTES]\n"
-		"                      [--ops N] [--chain C] [--prefix-ops N] [--repeat R]\n"
-		"                      [--no-redis] [--dir DIR] [--seed S] [--json]\n"
+	const struct opt opts[] = {
+		{ "keys", OPT_U64_LIST, o->keys, .arg = "LIST", .lo = 1, .hi = 1U << 26,
+			.max = MAX_ROWS, .count = &o->nkeys, .items = "counts",
+			.help = "comma-separated pool sizes in keys (default 10000,1000000)" },
+		{ "readers", OPT_U64_LIST, o->readers, .arg = "LIST", .lo = 1,
+			.hi = MAX_READERS, .max = MAX_ROWS, .count = &o->nreaders,
+			.items = "counts",
+			.help = "comma-separated reader counts (default 1,2)" },
+		{ "value-size", OPT_SIZE, &o->value_size, .arg = "BYTES", .lo = 1,
+			.hi = 1U << 20,
+			.help = "bytes per value, k/m/g suffixes allowed (default 1024)" },
+		{ "ops", OPT_U64, &o->ops, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "timed lookups per reader, system and run (default 20000)" },
+		{ "chain", OPT_U64, &o->chain, .arg = "C", .lo = 1, .hi = 4096,
+			.help = "keys per prefix lookup (default 64)" },
+		{ "prefix-ops", OPT_U64, &o->prefix_ops, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "timed prefix lookups per reader, system and run\n"
+				"(default 1000)" },
+		OPT_REPEAT(&o->repeat, "runs; medians are reported (default 5)"),
+		OPT_NO_REDIS(&o->redis),
+		OPT_DIR(&o->dir, "where the scratch files go (default /dev/shm)"),
+		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
+		OPT_JSON(&o->json),
+		OPT_END,
+	};
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
 		"Latency of mkv_exists, of a zero-copy mkv_get and of mkv_prefix_len over C\n"
 		"keys with R reader processes on a pool of K keys, against raw LMDB (renew,\n"
 		"mdb_get, reset) on the same keys and Redis GET over a Unix socket, in the\n"
-		"same run.\n"
-		"  --keys LIST         comma-separated pool sizes in keys (default 10000,1000000)\n"
-		"  --readers LIST      comma-separated reader counts (default 1,2)\n"
-		"  --value-size BYTES  bytes per value, k/m/g suffixes allowed (default 1024)\n"
-		"  --ops N             timed lookups per reader, system and run (default 20000)\n"
-		"  --chain C           keys per prefix lookup (default 64)\n"
-		"  --prefix-ops N      timed prefix lookups per reader, system and run\n"
-		"                      (default 1000)\n"
-		"  --repeat R          runs; medians are reported (default 5)\n"
-		"  --no-redis          leave the Redis peer out\n"
-		"  --dir DIR           where the scratch files go (default /dev/shm)\n"
-		"  --seed S            seed of the keys (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
+		"same run.\n" };
+	int rc = opt_parse(&cmd, argc, argv);
 
-static int lk_parse(int argc, char **argv, struct lk_opts *o)
-{
-	enum { O_KEYS = 256, O_READERS, O_VSIZE, O_OPS, O_CHAIN, O_PREFIX_OPS, O_REPEAT,
-		O_NOREDIS, O_DIR, O_SEED, O_JSON, O_HELP };
-	static const struct option longopts[] = {
-		{ "keys",       required_argument, NULL, O_KEYS },
-		{ "readers",    required_argument, NULL, O_READERS },
-		{ "value-size", required_argument, NULL, O_VSIZE },
-		{ "ops",        required_argument, NULL, O_OPS },
-		{ "chain",      required_argument, NULL, O_CHAIN },
-		{ "prefix-ops", required_argument, NULL, O_PREFIX_OPS },
-		{ "repeat",     required_argument, NULL, O_REPEAT },
-		{ "no-redis",   no_argument,       NULL, O_NOREDIS },
-		{ "dir",        required_argument, NULL, O_DIR },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_NOREDIS: o->redis = 0; continue;
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: lk_usage(stdout); return 1;
-		case O_KEYS:
-			if (parse_u64_list(optarg, 1, 1U << 26, o->keys, MAX_ROWS, &o->nkeys) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --keys: %s (up to %d"
-						" counts, each 1 to %u)\n", optarg, MAX_ROWS, 1U << 26);
-				return -1;
-			}
-			continue;
-		case O_READERS:
-			if (parse_u64_list(optarg, 1, MAX_READERS, o->readers, MAX_ROWS,
-					&o->nreaders) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --readers: %s (up to %d"
-						" counts, each 1 to %d)\n", optarg, MAX_ROWS, MAX_READERS);
-				return -1;
-			}
-			continue;
-		case O_VSIZE:  dst = &o->value_size; hi = 1U << 20; suffix = 1; break;
-		case O_OPS:    dst = &o->ops; hi = 1U << 24; break;
-		case O_CHAIN:  dst = &o->chain; hi = 4096; break;
-		case O_PREFIX_OPS: dst = &o->prefix_ops; hi = 1U << 24; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			lk_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_KEYS].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		lk_usage(stderr);
-		return -1;
-	}
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < o->nkeys; i++)
 		if (o->keys[i] < o->chain) {
 			fprintf(stderr, PROG " " CMD ": a pool of %" PRIu64 " keys is shorter than"
