@@ -180,14 +180,29 @@ struct pool_spec {
 int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
 		struct mkv_pool **out);
 
-/* A registry entry as marukv stores it (48 bytes). */
-struct peer_entry {
-	uint8_t version;
-	uint8_t flags;
-	uint16_t reserved0;
-	uint32_t reserved1;
-	uint64_t page, npages, length, checksum, txn, parent;
+/*
+ * The raw LMDB peer maps each key to a value as long as the entry marukv's
+ * registry keeps for it (peer_entry_len()), so that LMDB stores, finds and
+ * copies as many bytes per key for the peer as for marukv.  The value is
+ * the peer's own: its record first, zeroes after.
+ */
+struct peer_rec {
+	uint64_t page, npages, length;  /* where the value is in the peer's data file */
+	uint64_t txn;                   /* the write txn that stored it */
 };
+/* The longest entry the peer copies (the shortest is a struct peer_rec). */
+#define PEER_ENTRY_MAX 256
+union peer_entry {
+	uint8_t bytes[PEER_ENTRY_MAX];
+	struct peer_rec rec;
+};
+/*
+ * The length of the registry entry of key, which marukv has published in
+ * the pool at path, into *len: PEER_ENTRY_MAX at most.  0, or -1
+ * (reported).
+ */
+int peer_entry_len(const char *path, const uint8_t key[BENCH_KEY_LEN], const char *cmd,
+		size_t *len);
 /*
  * An LMDB environment opened as marukv opens its registry (MDB_NOSUBDIR,
  * MDB_NOTLS, MDB_NORDAHEAD, plus flags); 0 or an LMDB code.

@@ -9,8 +9,9 @@
  * registry, so how the keys were published does not matter.
  *
  * raw LMDB, the limit of the registry: an environment that maps each key
- * to a 56-byte entry as marukv's registry does, the values in a data file
- * of 4 KiB pages laid out as marukv lays out its data arena.  Each reader
+ * to an entry as long as marukv's registry entry (its length read from the
+ * pool's registry once filled: peer_entry_len()), the values in a data
+ * file of 4 KiB pages laid out as marukv lays out its data arena.  Each reader
  * keeps one read-only txn and, per lookup, renews it, calls mdb_get and
  * resets it, which is what marukv's cache of read txns does per lookup; a
  * get also copies the entry out and reads the value's first byte in the
@@ -115,6 +116,7 @@ struct reader {
 	const struct lk_opts *o;
 	struct lk_shared *sh;
 	uint64_t nkeys, npages, mapsize;
+	size_t entry_len;         /* the LMDB peer's values: as long as marukv's entries */
 	double clock_ns;
 	const char *pool_path, *env_path, *data_path;
 	const struct redis_server *srv;   /* NULL: no Redis peer */
@@ -240,28 +242,31 @@ static int fill_marukv(struct mkv_pool *pool, const struct lk_opts *o, uint64_t 
 
 
 /* The peer's entries, committed TXN_PUTS at a time; 0 or -1 (reported). */
-static int fill_entries(MDB_env *env, MDB_dbi entries, const struct lk_opts *o,
-		uint64_t nkeys, uint64_t npages, uint8_t *map)
+static int fill_entries(MDB_env *env, MDB_dbi entries, const struct reader *r,
+		uint8_t *map)
 {
+	const struct lk_opts *o = r->o;
+	union peer_entry e = { 0 };
 	MDB_txn *txn = NULL;
 	int rc = 0;
 
-	for (uint64_t i = 0; i < nkeys && !rc; i++) {
+	e.rec.npages = r->npages;
+	e.rec.length = o->value_size;
+	for (uint64_t i = 0; i < r->nkeys && !rc; i++) {
 		uint8_t key[BENCH_KEY_LEN];
-		struct peer_entry e = { .version = 1, .page = i * npages, .npages = npages,
-			.length = o->value_size };
-		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
+		MDB_val k = { sizeof(key), key }, d = { r->entry_len, e.bytes };
 
 		if (!txn && (rc = mdb_txn_begin(env, NULL, 0, &txn)))
 			return peer_fail(CMD, "mdb_txn_begin", rc);
-		lk_key(key, o, nkeys, i);
-		pattern_fill(map + e.page * BENCH_PAGE, o->value_size, key);
-		e.txn = mdb_txn_id(txn);
+		lk_key(key, o, r->nkeys, i);
+		e.rec.page = i * r->npages;
+		pattern_fill(map + e.rec.page * BENCH_PAGE, o->value_size, key);
+		e.rec.txn = mdb_txn_id(txn);
 		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE))) {
 			mdb_txn_abort(txn);
 			return peer_fail(CMD, "mdb_put", rc);
 		}
-		if ((i + 1) % TXN_PUTS == 0 || i + 1 == nkeys) {
+		if ((i + 1) % TXN_PUTS == 0 || i + 1 == r->nkeys) {
 			rc = mdb_txn_commit(txn);
 			txn = NULL;
 			if (rc)
@@ -296,7 +301,7 @@ static int fill_lmdb(const struct reader *r)
 		peer_fail(CMD, "create", rc);
 		goto out;
 	}
-	status = fill_entries(env, entries, r->o, r->nkeys, r->npages, map);
+	status = fill_entries(env, entries, r, map);
 out:
 	if (env)
 		mdb_env_close(env);
@@ -364,7 +369,7 @@ static int value_ok(const struct reader *r, const void *v, size_t len,
 static int op_once(struct reader *r, enum op op, const uint8_t key[BENCH_KEY_LEN])
 {
 	MDB_val k = { BENCH_KEY_LEN, (void *)key }, d;
-	struct peer_entry e;
+	union peer_entry e;
 	struct mkv_view v;
 	redisReply *rep;
 	int rc;
@@ -385,11 +390,11 @@ static int op_once(struct reader *r, enum op op, const uint8_t key[BENCH_KEY_LEN
 		if ((rc = mdb_txn_renew(r->txn)))
 			return reader_fail(r, "mdb_txn_renew", mdb_strerror(rc));
 		rc = mdb_get(r->txn, r->entries, &k, &d);
-		if (!rc && d.mv_size != sizeof(e))
+		if (!rc && d.mv_size != r->entry_len)
 			rc = MDB_CORRUPTED;
 		if (!rc && op == OP_LMDB_GET) {
-			memcpy(&e, d.mv_data, sizeof(e));
-			(void)*(const volatile uint8_t *)(r->data + e.page * BENCH_PAGE);
+			memcpy(e.bytes, d.mv_data, d.mv_size);
+			(void)*(const volatile uint8_t *)(r->data + e.rec.page * BENCH_PAGE);
 		}
 		mdb_txn_reset(r->txn);
 		return rc ? reader_fail(r, "mdb_get", mdb_strerror(rc)) : 0;
@@ -452,7 +457,7 @@ static int reader_warm(struct reader *r)
 	for (uint64_t i = 0; i < r->nkeys; i++) {
 		uint8_t key[BENCH_KEY_LEN];
 		MDB_val k = { sizeof(key), key }, d;
-		struct peer_entry e;
+		union peer_entry e;
 		struct mkv_view v;
 		int rc, ok;
 
@@ -467,13 +472,15 @@ static int reader_warm(struct reader *r)
 		if ((rc = mdb_txn_renew(r->txn)))
 			return reader_fail(r, "mdb_txn_renew", mdb_strerror(rc));
 		rc = mdb_get(r->txn, r->entries, &k, &d);
+		if (!rc && d.mv_size != r->entry_len)
+			rc = MDB_CORRUPTED;
 		if (!rc)
-			memcpy(&e, d.mv_data, sizeof(e));
+			memcpy(e.bytes, d.mv_data, d.mv_size);
 		mdb_txn_reset(r->txn);
 		if (rc)
 			return reader_fail(r, "mdb_get", mdb_strerror(rc));
-		if (e.page * BENCH_PAGE + e.length > r->data_len ||
-		    !value_ok(r, r->data + e.page * BENCH_PAGE, e.length, key))
+		if (e.rec.page * BENCH_PAGE + e.rec.length > r->data_len ||
+		    !value_ok(r, r->data + e.rec.page * BENCH_PAGE, e.rec.length, key))
 			return reader_verify(r, "LMDB peer", i);
 	}
 	for (uint64_t i = 0; r->redis && i < r->nkeys && i < REDIS_CHECKS; i++) {
@@ -639,6 +646,7 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	struct lk_shared *sh = NULL;
 	struct crew crew = { 0 };
 	struct mkv_stat st;
+	uint8_t key[BENCH_KEY_LEN];
 	size_t shlen = 0;
 	int rc, status = EXIT_ERR, started = 0;
 
@@ -674,6 +682,9 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 		goto out;
 	}
 	r.mapsize = st.registry_size;
+	lk_key(key, o, nkeys, 0);
+	if (peer_entry_len(r.pool_path, key, CMD, &r.entry_len) < 0)
+		goto out;
 	if (fill_lmdb(&r) < 0 || (o->redis && fill_redis(rc_parent, o, nkeys) < 0))
 		goto out;
 	if (crew_start(&crew, max_readers, reader_job, &r, CMD) < 0)

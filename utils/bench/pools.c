@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pools.c -- the stores the subcommands measure: marukv pools made to a
- * spec, and the raw LMDB peer (see bench.h).
+ * spec, and the raw LMDB peer with the length of its entries (see
+ * bench.h).
  */
 #include <marukv.h>
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -48,8 +50,6 @@ int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
 	return 0;
 }
 
-_Static_assert(sizeof(struct peer_entry) == 56, "a marukv registry entry");
-
 int peer_fail(const char *cmd, const char *what, int rc)
 {
 	fprintf(stderr, PROG " %s: LMDB peer: %s: %s\n", cmd, what, mdb_strerror(rc));
@@ -84,4 +84,68 @@ int peer_dbis(MDB_env *env, unsigned flags, MDB_dbi *entries, MDB_dbi *pages)
 		return rc;
 	}
 	return mdb_txn_commit(txn);
+}
+
+/*
+ * The bench does not copy the library's private entry layout: it asks the
+ * pool.  A registry entry is the value of its key in the main database of
+ * the pool's registry.mdb (the LMDB file marukv.h names), opened here as
+ * peer_env() opens the peer's, so its length is that of the value LMDB
+ * returns for the key.
+ * A child reads it: LMDB must not have one environment open twice in a
+ * process, and closing the second copy would drop the locks of the
+ * caller's, which may hold the pool open.
+ */
+struct entry_answer {
+	int rc;                   /* 0, or an LMDB code */
+	size_t len;
+};
+
+int peer_entry_len(const char *path, const uint8_t key[BENCH_KEY_LEN], const char *cmd,
+		size_t *len)
+{
+	struct entry_answer *a = shared_alloc(sizeof(*a));
+	char *file = path_join(path, "registry.mdb");
+	int status = -1;
+	pid_t pid;
+
+	if (!a || !file) {
+		fprintf(stderr, PROG " %s: out of memory\n", cmd);
+		goto out;
+	}
+	pid = child_fork(cmd);
+	if (pid == 0) {
+		MDB_val k = { BENCH_KEY_LEN, (void *)key }, d;
+		MDB_env *env = NULL;
+		MDB_txn *txn;
+		MDB_dbi dbi;
+
+		/* Map size 0: the one the file records. */
+		a->rc = peer_env(file, 0, MDB_RDONLY, &env);
+		if (!a->rc && !(a->rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) {
+			if (!(a->rc = mdb_dbi_open(txn, NULL, 0, &dbi)) &&
+			    !(a->rc = mdb_get(txn, dbi, &k, &d)))
+				a->len = d.mv_size;
+			mdb_txn_abort(txn);
+		}
+		if (env)
+			mdb_env_close(env);
+		_exit(EXIT_OK);
+	}
+	if (pid < 0 || child_reap(pid, cmd, "registry reader", 0) != EXIT_OK)
+		goto out;
+	if (a->rc)
+		fprintf(stderr, PROG " %s: %s: %s\n", cmd, file, mdb_strerror(a->rc));
+	else if (a->len < sizeof(struct peer_rec) || a->len > PEER_ENTRY_MAX)
+		fprintf(stderr, PROG " %s: %s: an entry of %zu bytes; the LMDB peer takes"
+				" %zu to %d\n", cmd, file, a->len, sizeof(struct peer_rec),
+				PEER_ENTRY_MAX);
+	else {
+		*len = a->len;
+		status = 0;
+	}
+out:
+	shared_free(a, sizeof(*a));
+	free(file);
+	return status;
 }

@@ -13,9 +13,10 @@
  * filesystem, each taking LMDB's write lock itself: per key, the payload
  * copied into a shared mapping of a data file and msync'ed (what marukv's
  * persist does on tmpfs), then one write txn doing what a marukv
- * registration does in the registry: key -> 56-byte entry in the main database
- * (MDB_NOOVERWRITE), big-endian page -> key in "pages", commit with LMDB's
- * default (synchronous) flags.
+ * registration does in the registry: key -> an entry in the main database
+ * (MDB_NOOVERWRITE) as long as marukv's, whose length the first marukv run
+ * of a row reads from its pool (peer_entry_len()), big-endian page -> key
+ * in "pages", commit with LMDB's default (synchronous) flags.
  *
  * Every writer gets ready (open, buffers), then all start together; a
  * run's rate is the registrations of all writers over the time from the
@@ -60,6 +61,7 @@ struct reg_opts {
 struct geom {
 	uint64_t writers, npages, data_pages, max_clients;
 	uint64_t registry_size;   /* from the marukv pool; the peer's map size */
+	size_t entry_len;         /* from the marukv pool; the peer's values */
 };
 
 /* What a writer reports, in shared memory. */
@@ -216,6 +218,7 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 {
 	struct wout *w = &sh->out[idx];
 	size_t maplen = gm->data_pages * PAGE;
+	union peer_entry e = { 0 };
 	MDB_env *env = NULL;
 	MDB_dbi entries, pages;
 	uint8_t *map = MAP_FAILED;
@@ -240,14 +243,14 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 		wfail(w, datafile, strerror(errno));
 		goto out;
 	}
+	e.rec.npages = gm->npages;
+	e.rec.length = o->value_size;
 	if (gate_ready(g) < 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
 		goto out;
 	for (uint64_t i = 0; i < o->keys; i++) {
 		uint64_t page = (idx * o->keys + i) * gm->npages;
 		uint8_t key[BENCH_KEY_LEN], be[8];
-		struct peer_entry e = { .version = 1, .page = page, .npages = gm->npages,
-			.length = o->value_size };
-		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
+		MDB_val k = { sizeof(key), key }, d = { gm->entry_len, e.bytes };
 		MDB_val pk = { sizeof(be), be };
 		MDB_txn *txn;
 
@@ -263,7 +266,8 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 			wfail(w, "mdb_txn_begin", mdb_strerror(rc));
 			goto out;
 		}
-		e.txn = mdb_txn_id(txn);
+		e.rec.page = page;
+		e.rec.txn = mdb_txn_id(txn);
 		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE)) ||
 		    (rc = mdb_put(txn, pages, &pk, &k, MDB_NOOVERWRITE))) {
 			mdb_txn_abort(txn);
@@ -409,6 +413,13 @@ static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
 				" acknowledged publishes\n", mode_name[mode], st.entries,
 				gm->writers * o->keys);
 		status = EXIT_VERIFY;
+	} else if (!gm->entry_len) {
+		uint8_t key[BENCH_KEY_LEN];
+
+		/* Writer 0's first key: the peer's values are as long as its entry. */
+		key_make(key, o->seed, 0, 0);
+		if (peer_entry_len(path, key, CMD, &gm->entry_len) < 0)
+			status = EXIT_ERR;
 	}
 out:
 	mkv_pool_close(&pool);
