@@ -84,11 +84,7 @@ static int gs_parse(int argc, char **argv, struct gs_opts *o)
 		{ "ops", OPT_U64, &o->ops, .arg = "N", .lo = 1, .hi = 1U << 24,
 			.help = "timed gets per size and run (default 20000; Redis: fewer\n"
 				"of big values, at most 256 MiB, at least 16)" },
-		OPT_REPEAT(&o->repeat, "runs; medians are reported (default 5)"),
-		OPT_NO_REDIS(&o->redis),
-		OPT_DIR(&o->dir, "where the scratch files go (default /dev/shm)"),
-		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
-		OPT_JSON(&o->json),
+		OPT_REDIS_RUN(o),
 		OPT_END,
 	};
 	const struct opt_cmd cmd = { CMD, .opts = opts, .about =

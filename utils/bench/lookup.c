@@ -154,11 +154,7 @@ static int lk_parse(int argc, char **argv, struct lk_opts *o)
 		{ "prefix-ops", OPT_U64, &o->prefix_ops, .arg = "N", .lo = 1, .hi = 1U << 24,
 			.help = "timed prefix lookups per reader, system and run\n"
 				"(default 1000)" },
-		OPT_REPEAT(&o->repeat, "runs; medians are reported (default 5)"),
-		OPT_NO_REDIS(&o->redis),
-		OPT_DIR(&o->dir, "where the scratch files go (default /dev/shm)"),
-		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
-		OPT_JSON(&o->json),
+		OPT_REDIS_RUN(o),
 		OPT_END,
 	};
 	const struct opt_cmd cmd = { CMD, .opts = opts, .about =

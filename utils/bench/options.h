@@ -70,6 +70,17 @@ struct opt_cmd {
 	{ "no-redis", OPT_FLAG, (p), .set = 0, .help = "leave the Redis peer out" }
 #define OPT_JSON(p) \
 	{ "json", OPT_FLAG, (p), .set = 1, .help = "print the results as one JSON object" }
+/*
+ * The last options of getsize, lookup and put, which measure marukv and
+ * Redis on the same keys in one run: o points to their options, which
+ * name these fields alike.
+ */
+#define OPT_REDIS_RUN(o) \
+	OPT_REPEAT(&(o)->repeat, "runs; medians are reported (default 5)"), \
+	OPT_NO_REDIS(&(o)->redis), \
+	OPT_DIR(&(o)->dir, "where the scratch files go (default /dev/shm)"), \
+	OPT_SEED(&(o)->seed, "seed of the keys (default 1)"), \
+	OPT_JSON(&(o)->json)
 #define OPT_END { .name = NULL }
 
 /*

@@ -96,11 +96,7 @@ static int put_parse(int argc, char **argv, struct put_opts *o)
 			.help = "bytes a run writes, k/m/g suffixes allowed (default 256m)" },
 		{ "max-values", OPT_U64, &o->max_values, .arg = "N", .lo = 1, .hi = 1U << 20,
 			.help = "at most this many values a run (default 4096)" },
-		OPT_REPEAT(&o->repeat, "runs; medians are reported (default 5)"),
-		OPT_NO_REDIS(&o->redis),
-		OPT_DIR(&o->dir, "where the scratch files go (default /dev/shm)"),
-		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
-		OPT_JSON(&o->json),
+		OPT_REDIS_RUN(o),
 		OPT_END,
 	};
 	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
