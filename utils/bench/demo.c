@@ -19,6 +19,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "../args.h"
 #include "bench.h"
 #include "options.h"
 
@@ -131,11 +132,8 @@ struct child_ctx {
 
 static void report_fail(struct child_ctx *c, int rc, const char *what)
 {
-	const char *msg = mkv_errormsg();
-
 	c->rep.status = rc;
-	snprintf(c->rep.msg, sizeof(c->rep.msg), "%s: %s", what,
-			*msg ? msg : mkv_strerror(rc));
+	snprintf(c->rep.msg, sizeof(c->rep.msg), "%s: %s", what, mkv_why(rc));
 }
 
 static void child_send(struct child_ctx *c)
@@ -401,12 +399,7 @@ static int demo_open(const struct demo_opts *o, char **path)
 		rc = mkv_pool_open(o->pool, MKV_CREATE, opts, &pool);
 	mkv_opts_delete(&opts);
 	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-		const char *env = getenv("MARUKV_POOL");
-
-		fprintf(stderr, PROG " demo: %s: %s\n",
-				o->pool ? o->pool : env && *env ? env : MKV_DEFAULT_POOL,
-				*msg ? msg : mkv_strerror(rc));
+		fprintf(stderr, PROG " demo: %s: %s\n", args_pool_name(o->pool), mkv_why(rc));
 		return rc;
 	}
 	*path = strdup(mkv_pool_path(pool));
