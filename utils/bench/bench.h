@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h -- what the marukv-bench subcommands share: clocks, hashes and
- * the random number generator, option parsing, payload patterns, sample
- * statistics, output helpers, child processes and crews of them, pools
- * and the raw LMDB peer, the Redis peer (redis.c) and scratch directories.
+ * bench.h -- what the marukv-bench subcommands share, each part in a file
+ * of its own: the clock and sample statistics (timing.c), hashes, random
+ * numbers, keys and payload patterns (keys.c), output helpers (output.c),
+ * child processes and crews of them (proc.c), pools and the raw LMDB peer
+ * (pools.c), the Redis peer (redis.c) and scratch directories
+ * (scratch.c).  Their command lines are parsed from tables (options.h).
  * Each subcommand lives in a file of its own (demo.c, register.c,
  * takeover.c, lookup.c, getsize.c, put.c...) and is listed in the table
  * in marukv-bench.c.
@@ -38,7 +40,7 @@ int cmd_put(int argc, char **argv);
 int cmd_hitrate(int argc, char **argv);
 int cmd_evict(int argc, char **argv);
 
-/* ---- clocks, hashes, random numbers --------------------------------------- */
+/* ---- the clock (timing.c) ------------------------------------------------ */
 
 /* CLOCK_MONOTONIC in nanoseconds: the same clock in every process. */
 uint64_t now_ns(void);
@@ -49,6 +51,9 @@ void sleep_ns(uint64_t ns);
  * many back-to-back pairs, subtracted from each sample of an op.
  */
 double clock_cost_ns(void);
+
+/* ---- hashes, random numbers, keys (keys.c) -------------------------------- */
+
 /* MurmurHash3's 64-bit finaliser: a bijective mixer. */
 uint64_t fmix64(uint64_t x);
 /* splitmix64: the only random number generator of the bench. */
@@ -64,34 +69,14 @@ void key_make(uint8_t key[BENCH_KEY_LEN], uint64_t seed, uint64_t a, uint64_t b)
 void chain_hash(const uint8_t prev[BENCH_KEY_LEN], const uint32_t *tok, size_t n,
 		uint8_t out[BENCH_KEY_LEN]);
 
-/* ---- options ---------------------------------------------------------------- */
-
-/*
- * Unsigned integer with an optional binary suffix (k, m, g, with or
- * without "iB") when suffix is nonzero.  0 or -1.
- */
-int parse_u64(const char *s, int suffix, uint64_t *out);
-/*
- * A comma-separated list of 1 to max integers, each from lo to hi.
- * 0 or -1.
- */
-int parse_u64_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
-		size_t *n);
-/* The same, each integer with an optional suffix as for parse_u64(). */
-int parse_size_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *v, size_t max,
-		size_t *n);
-/* "PROG CMD: bad value for --NAME: VALUE (LO to HI)" on stderr. */
-void bad_value(const char *cmd, const char *name, const char *value, uint64_t lo,
-		uint64_t hi);
-
-/* ---- payloads ----------------------------------------------------------- */
+/* ---- payloads (keys.c) ------------------------------------------------- */
 
 /* Fill len bytes with the pattern of a key. */
 void pattern_fill(void *dst, size_t len, const uint8_t key[BENCH_KEY_LEN]);
 /* Offset of the first byte that differs from the key's pattern, or len. */
 size_t pattern_check(const void *src, size_t len, const uint8_t key[BENCH_KEY_LEN]);
 
-/* ---- samples ---------------------------------------------------------------- */
+/* ---- samples (timing.c) ------------------------------------------------------ */
 
 /* Median, minimum, maximum, 90th and 99th percentiles of a sample. */
 struct summary {
@@ -107,14 +92,14 @@ int summarize(const double *v, size_t n, struct summary *s);
 /* The p-th (1 to 100) nearest-rank percentile of sorted[0..n-1], n >= 1. */
 double percentile_sorted(const double *sorted, size_t n, unsigned p);
 
-/* ---- output ------------------------------------------------------------------- */
+/* ---- output (output.c) --------------------------------------------------------- */
 
 /* A number as JSON: NaN and infinities (no sample) as null. */
 void json_number(FILE *f, double v, int decimals);
 /* What failed in the library: its message, else the code's text. */
 const char *mkv_why(int rc);
 
-/* ---- child processes ----------------------------------------------------------- */
+/* ---- child processes (proc.c) -------------------------------------------------- */
 
 /* Zeroed memory shared with the children forked after this call; NULL on failure. */
 void *shared_alloc(size_t len);
@@ -175,7 +160,7 @@ int crew_run(struct crew *c, unsigned job, size_t k);
 /* Let the workers exit and reap them; 0, or -1 if one did not exit 0. */
 int crew_stop(struct crew *c);
 
-/* ---- pools and the raw LMDB peer --------------------------------------------------- */
+/* ---- pools and the raw LMDB peer (pools.c) ----------------------------------------- */
 
 /* Page size of the pools the subcommands create: a small value wastes little. */
 #define BENCH_PAGE 4096U
@@ -195,14 +180,29 @@ struct pool_spec {
 int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
 		struct mkv_pool **out);
 
-/* A registry entry as marukv stores it (48 bytes). */
-struct peer_entry {
-	uint8_t version;
-	uint8_t flags;
-	uint16_t reserved0;
-	uint32_t reserved1;
-	uint64_t page, npages, length, checksum, txn, parent;
+/*
+ * The raw LMDB peer maps each key to a value as long as the entry marukv's
+ * registry keeps for it (peer_entry_len()), so that LMDB stores, finds and
+ * copies as many bytes per key for the peer as for marukv.  The value is
+ * the peer's own: its record first, zeroes after.
+ */
+struct peer_rec {
+	uint64_t page, npages, length;  /* where the value is in the peer's data file */
+	uint64_t txn;                   /* the write txn that stored it */
 };
+/* The longest entry the peer copies (the shortest is a struct peer_rec). */
+#define PEER_ENTRY_MAX 256
+union peer_entry {
+	uint8_t bytes[PEER_ENTRY_MAX];
+	struct peer_rec rec;
+};
+/*
+ * The length of the registry entry of key, which marukv has published in
+ * the pool at path, into *len: PEER_ENTRY_MAX at most.  0, or -1
+ * (reported).
+ */
+int peer_entry_len(const char *path, const uint8_t key[BENCH_KEY_LEN], const char *cmd,
+		size_t *len);
 /*
  * An LMDB environment opened as marukv opens its registry (MDB_NOSUBDIR,
  * MDB_NOTLS, MDB_NORDAHEAD, plus flags); 0 or an LMDB code.
@@ -243,7 +243,7 @@ int redis_replies(struct redisContext *c, size_t n, const char *cmd);
 /* Drop every key; 0 or -1 (reported). */
 int redis_flush(struct redisContext *c, const char *cmd);
 
-/* ---- scratch directories ------------------------------------------------------ */
+/* ---- scratch directories (scratch.c) ---------------------------------------- */
 
 /* mkdtemp of DIR/marukv-bench.XXXXXX; a malloc'd path, or NULL (reported). */
 char *scratch_dir(const char *dir, const char *cmd);

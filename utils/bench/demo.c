@@ -11,7 +11,6 @@
 #include <marukv.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -20,7 +19,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "../args.h"
 #include "bench.h"
+#include "options.h"
 
 /* ---- the demo's prompts, keys and payloads ----------------------------- */
 
@@ -131,11 +132,8 @@ struct child_ctx {
 
 static void report_fail(struct child_ctx *c, int rc, const char *what)
 {
-	const char *msg = mkv_errormsg();
-
 	c->rep.status = rc;
-	snprintf(c->rep.msg, sizeof(c->rep.msg), "%s: %s", what,
-			*msg ? msg : mkv_strerror(rc));
+	snprintf(c->rep.msg, sizeof(c->rep.msg), "%s: %s", what, mkv_why(rc));
 }
 
 static void child_send(struct child_ctx *c)
@@ -342,23 +340,6 @@ static void child_main(struct child_ctx *c)
 
 /* ---- demo --------------------------------------------------------------- */
 
-static void demo_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " demo [--pool PATH] [--readers N] [--prompts N] [--blocks N]\n"
-		"                    [--block-size BYTES] [--seed S] [--json]\n"
-		"One writer process publishes prompts as chains of blocks; N reader\n"
-		"processes look their prefixes up and verify every byte they read.\n"
-		"  --pool PATH         pool directory (default: $MARUKV_POOL, else " MKV_DEFAULT_POOL ");\n"
-		"                      created, sized for the demo, if absent\n"
-		"  --readers N         reader processes (default 3)\n"
-		"  --prompts N         prompts (default 32)\n"
-		"  --blocks N          blocks per prompt (default 16)\n"
-		"  --block-size BYTES  bytes per block, k/m/g suffixes allowed (default 256k)\n"
-		"  --seed S            seed of the prompts (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
-
 struct demo_opts {
 	const char *pool;
 	uint64_t readers, prompts, blocks, block_size, seed;
@@ -367,50 +348,30 @@ struct demo_opts {
 
 static int demo_parse(int argc, char **argv, struct demo_opts *o)
 {
-	enum { O_POOL = 256, O_READERS, O_PROMPTS, O_BLOCKS, O_BSIZE, O_SEED,
-		O_JSON, O_HELP };
-	static const struct option longopts[] = {
-		{ "pool",       required_argument, NULL, O_POOL },
-		{ "readers",    required_argument, NULL, O_READERS },
-		{ "prompts",    required_argument, NULL, O_PROMPTS },
-		{ "blocks",     required_argument, NULL, O_BLOCKS },
-		{ "block-size", required_argument, NULL, O_BSIZE },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct opt opts[] = {
+		{ "pool", OPT_STRING, &o->pool, .arg = "PATH",
+			.help = "pool directory (default: $MARUKV_POOL, else " MKV_DEFAULT_POOL ");\n"
+				"created, sized for the demo, if absent" },
+		{ "readers", OPT_U64, &o->readers, .arg = "N", .lo = 0,
+			.hi = MKV_MAX_CLIENTS_LIMIT, .help = "reader processes (default 3)" },
+		{ "prompts", OPT_U64, &o->prompts, .arg = "N", .lo = 1, .hi = 1U << 20,
+			.help = "prompts (default 32)" },
+		{ "blocks", OPT_U64, &o->blocks, .arg = "N", .lo = 1, .hi = 1U << 16,
+			.help = "blocks per prompt (default 16)" },
+		{ "block-size", OPT_SIZE, &o->block_size, .arg = "BYTES", .lo = 1,
+			.hi = 1ULL << 30,
+			.help = "bytes per block, k/m/g suffixes allowed (default 256k)" },
+		OPT_SEED(&o->seed, "seed of the prompts (default 1)"),
+		OPT_JSON(&o->json),
+		OPT_END,
 	};
-	int c;
+	const struct opt_cmd cmd = { "demo", .opts = opts, .about =
+		"One writer process publishes prompts as chains of blocks; N reader\n"
+		"processes look their prefixes up and verify every byte they read.\n" };
+	int rc = opt_parse(&cmd, argc, argv);
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_POOL: o->pool = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: demo_usage(stdout); return 1;
-		case O_READERS: dst = &o->readers; lo = 0; hi = MKV_MAX_CLIENTS_LIMIT; break;
-		case O_PROMPTS: dst = &o->prompts; hi = 1U << 20; break;
-		case O_BLOCKS:  dst = &o->blocks; hi = 1U << 16; break;
-		case O_BSIZE:   dst = &o->block_size; hi = 1ULL << 30; suffix = 1; break;
-		case O_SEED:    dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			demo_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			fprintf(stderr, PROG " demo: bad value for --%s: %s (%" PRIu64
-					" to %" PRIu64 ")\n", longopts[c - O_POOL].name,
-					optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " demo: unexpected argument: %s\n", argv[optind]);
-		demo_usage(stderr);
-		return -1;
-	}
+	if (rc)
+		return rc;
 	if (o->prompts * o->blocks > (1U << 24)) {
 		fprintf(stderr, PROG " demo: --prompts x --blocks is too large\n");
 		return -1;
@@ -438,12 +399,7 @@ static int demo_open(const struct demo_opts *o, char **path)
 		rc = mkv_pool_open(o->pool, MKV_CREATE, opts, &pool);
 	mkv_opts_delete(&opts);
 	if (rc < 0) {
-		const char *msg = mkv_errormsg();
-		const char *env = getenv("MARUKV_POOL");
-
-		fprintf(stderr, PROG " demo: %s: %s\n",
-				o->pool ? o->pool : env && *env ? env : MKV_DEFAULT_POOL,
-				*msg ? msg : mkv_strerror(rc));
+		fprintf(stderr, PROG " demo: %s: %s\n", args_pool_name(o->pool), mkv_why(rc));
 		return rc;
 	}
 	*path = strdup(mkv_pool_path(pool));

@@ -30,7 +30,6 @@
 #include <marukv.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "evict"
 #define PAGE BENCH_PAGE
@@ -73,73 +73,33 @@ struct ev_shared {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void ev_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " evict [--pages N] [--hot N] [--reads N] [--repeat R]\n"
-		"                     [--registry-size BYTES] [--dir DIR] [--seed S] [--json]\n"
-		"Keys evicted per second by the lease holder, and a reader's get latency\n"
-		"with and without eviction running, on the same pool.\n"
-		"  --pages N           data pages of 4 KiB in the pool (default 16384)\n"
-		"  --hot N             keys the reader reads (default 1024)\n"
-		"  --reads N           timed gets per phase (default 1000000)\n"
-		"  --repeat R          runs of the three phases; medians are reported (default 5)\n"
-		"  --registry-size BYTES\n"
-		"                      size of the pool's registry, k/m/g suffixes allowed\n"
-		"                      (default 32 MiB + 6 KiB per page)\n"
-		"  --dir DIR           where the scratch pool goes (default /dev/shm)\n"
-		"  --seed S            seed of the keys and of the reads (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
-
 static int ev_parse(int argc, char **argv, struct ev_opts *o)
 {
-	enum { O_PAGES = 256, O_HOT, O_READS, O_REPEAT, O_REGSIZE, O_DIR, O_SEED, O_JSON,
-		O_HELP };
-	static const struct option longopts[] = {
-		{ "pages",         required_argument, NULL, O_PAGES },
-		{ "hot",           required_argument, NULL, O_HOT },
-		{ "reads",         required_argument, NULL, O_READS },
-		{ "repeat",        required_argument, NULL, O_REPEAT },
-		{ "registry-size", required_argument, NULL, O_REGSIZE },
-		{ "dir",           required_argument, NULL, O_DIR },
-		{ "seed",          required_argument, NULL, O_SEED },
-		{ "json",          no_argument,       NULL, O_JSON },
-		{ "help",          no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct opt opts[] = {
+		{ "pages", OPT_U64, &o->pages, .arg = "N", .lo = 1024, .hi = 1U << 24,
+			.help = "data pages of 4 KiB in the pool (default 16384)" },
+		{ "hot", OPT_U64, &o->hot, .arg = "N", .lo = 1, .hi = 1U << 20,
+			.help = "keys the reader reads (default 1024)" },
+		{ "reads", OPT_U64, &o->reads, .arg = "N", .lo = 1, .hi = 1U << 26,
+			.help = "timed gets per phase (default 1000000)" },
+		OPT_REPEAT(&o->repeat,
+			"runs of the three phases; medians are reported (default 5)"),
+		{ "registry-size", OPT_SIZE, &o->registry_size, .arg = "BYTES",
+			.lo = 1ULL << 20, .hi = 1ULL << 40,
+			.help = "size of the pool's registry, k/m/g suffixes allowed\n"
+				"(default 32 MiB + 6 KiB per page)" },
+		OPT_DIR(&o->dir, "where the scratch pool goes (default /dev/shm)"),
+		OPT_SEED(&o->seed, "seed of the keys and of the reads (default 1)"),
+		OPT_JSON(&o->json),
+		OPT_END,
 	};
-	int c;
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
+		"Keys evicted per second by the lease holder, and a reader's get latency\n"
+		"with and without eviction running, on the same pool.\n" };
+	int rc = opt_parse(&cmd, argc, argv);
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: ev_usage(stdout); return 1;
-		case O_PAGES:  dst = &o->pages; lo = 1024; hi = 1U << 24; break;
-		case O_HOT:    dst = &o->hot; hi = 1U << 20; break;
-		case O_READS:  dst = &o->reads; hi = 1U << 26; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_REGSIZE:
-			dst = &o->registry_size; lo = 1ULL << 20; hi = 1ULL << 40; suffix = 1;
-			break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			ev_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_PAGES].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		ev_usage(stderr);
-		return -1;
-	}
+	if (rc)
+		return rc;
 	/*
 	 * Six times the library's default room per page, and more to start
 	 * with: while a reader process runs, the registry grows (LMDB reuses

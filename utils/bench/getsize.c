@@ -23,7 +23,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +30,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "getsize"
 #define MAX_SIZES 16
@@ -72,78 +72,26 @@ struct reader {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void gs_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " getsize [--sizes LIST] [--values N] [--ops N] [--repeat R]\n"
-		"                       [--no-redis] [--dir DIR] [--seed S] [--json]\n"
-		"Latency of a zero-copy mkv_get (reading the first byte) as values grow, against\n"
-		"Redis GET of the same keys and values over a Unix socket, in the same run.\n"
-		"  --sizes LIST        comma-separated value sizes, k/m/g suffixes allowed\n"
-		"                      (default 4k,64k,1m,16m)\n"
-		"  --values N          values of each size (default 16)\n"
-		"  --ops N             timed gets per size and run (default 20000; Redis: fewer\n"
-		"                      of big values, at most 256 MiB, at least 16)\n"
-		"  --repeat R          runs; medians are reported (default 5)\n"
-		"  --no-redis          leave the Redis peer out\n"
-		"  --dir DIR           where the scratch files go (default /dev/shm)\n"
-		"  --seed S            seed of the keys (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
-
 static int gs_parse(int argc, char **argv, struct gs_opts *o)
 {
-	enum { O_SIZES = 256, O_VALUES, O_OPS, O_REPEAT, O_NOREDIS, O_DIR, O_SEED, O_JSON,
-		O_HELP };
-	static const struct option longopts[] = {
-		{ "sizes",    required_argument, NULL, O_SIZES },
-		{ "values",   required_argument, NULL, O_VALUES },
-		{ "ops",      required_argument, NULL, O_OPS },
-		{ "repeat",   required_argument, NULL, O_REPEAT },
-		{ "no-redis", no_argument,       NULL, O_NOREDIS },
-		{ "dir",      required_argument, NULL, O_DIR },
-		{ "seed",     required_argument, NULL, O_SEED },
-		{ "json",     no_argument,       NULL, O_JSON },
-		{ "help",     no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct opt opts[] = {
+		{ "sizes", OPT_SIZE_LIST, o->sizes, .arg = "LIST", .lo = 1, .hi = 1ULL << 30,
+			.max = MAX_SIZES, .count = &o->nsizes, .items = "sizes",
+			.help = "comma-separated value sizes, k/m/g suffixes allowed\n"
+				"(default 4k,64k,1m,16m)" },
+		{ "values", OPT_U64, &o->values, .arg = "N", .lo = 1, .hi = 1U << 16,
+			.help = "values of each size (default 16)" },
+		{ "ops", OPT_U64, &o->ops, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "timed gets per size and run (default 20000; Redis: fewer\n"
+				"of big values, at most 256 MiB, at least 16)" },
+		OPT_REDIS_RUN(o),
+		OPT_END,
 	};
-	int c;
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
+		"Latency of a zero-copy mkv_get (reading the first byte) as values grow, against\n"
+		"Redis GET of the same keys and values over a Unix socket, in the same run.\n" };
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-
-		switch (c) {
-		case O_NOREDIS: o->redis = 0; continue;
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: gs_usage(stdout); return 1;
-		case O_SIZES:
-			if (parse_size_list(optarg, 1, 1ULL << 30, o->sizes, MAX_SIZES,
-					&o->nsizes) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --sizes: %s (up to %d"
-						" sizes, each 1 to 1g)\n", optarg, MAX_SIZES);
-				return -1;
-			}
-			continue;
-		case O_VALUES: dst = &o->values; hi = 1U << 16; break;
-		case O_OPS:    dst = &o->ops; hi = 1U << 24; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			gs_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, 0, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_SIZES].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		gs_usage(stderr);
-		return -1;
-	}
-	return 0;
+	return opt_parse(&cmd, argc, argv);
 }
 
 /* Timed reads of size index s through sys per run. */

@@ -29,7 +29,6 @@
  */
 #include <marukv.h>
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 #include "workload.h"
 
 #define CMD "hitrate"
@@ -68,23 +68,6 @@ struct hr_opts {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void hr_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " hitrate [--workload LIST] [--capacity LIST] [--requests N]\n"
-		"                       [--seed S] [--dir DIR] [--json] [WORKLOAD OPTIONS]\n"
-		"Hit rate of prefix lookups, marukv's eviction against an exact LRU, on the\n"
-		"same request streams, with room for a percentage of the stream's unique blocks.\n"
-		"  --workload LIST     comma-separated settings, or all (default all)\n"
-		"  --capacity LIST     comma-separated percentages of the unique blocks,\n"
-		"                      1 to 100 (default 5,10,25)\n"
-		"  --requests N        only the first N requests of each stream (default 0: all)\n"
-		"  --seed S            seed of the streams (default 1)\n"
-		"  --dir DIR           where the scratch pools go (default /dev/shm)\n"
-		"  --json              print the results as one JSON object\n");
-	wl_usage(f);
-}
-
 static int parse_workloads(const char *s, struct hr_opts *o)
 {
 	char buf[256], *tok, *save = NULL;
@@ -109,99 +92,81 @@ static int parse_workloads(const char *s, struct hr_opts *o)
 	return o->nset ? 0 : -1;
 }
 
-/* Own options, then one per workload parameter. */
-enum { O_WORKLOAD = 256, O_CAPACITY, O_REQUESTS, O_SEED, O_DIR, O_JSON, O_HELP, O_PARAM };
-
-static struct option *hr_longopts(void)
+/* --workload */
+static int hr_workload(const struct opt *opt, const char *value)
 {
-	static const struct option own[] = {
-		{ "workload", required_argument, NULL, O_WORKLOAD },
-		{ "capacity", required_argument, NULL, O_CAPACITY },
-		{ "requests", required_argument, NULL, O_REQUESTS },
-		{ "seed",     required_argument, NULL, O_SEED },
-		{ "dir",      required_argument, NULL, O_DIR },
-		{ "json",     no_argument,       NULL, O_JSON },
-		{ "help",     no_argument,       NULL, O_HELP },
-	};
-	const size_t nown = sizeof(own) / sizeof(own[0]);
-	struct option *v = calloc(nown + wl_noptions + 1, sizeof(*v));
-
-	if (!v)
-		return NULL;
-	memcpy(v, own, sizeof(own));
-	for (size_t i = 0; i < wl_noptions; i++)
-		v[nown + i] = (struct option){ wl_option_name(i), required_argument, NULL,
-			(int)(O_PARAM + i) };
-	return v;
+	if (parse_workloads(value, opt->target) == 0)
+		return 0;
+	fprintf(stderr, PROG " " CMD ": bad value for --workload: %s (all, or up to"
+			" %d of", value, MAX_SETS);
+	for (size_t i = 0; i < wl_nsettings; i++)
+		fprintf(stderr, " %s", wl_settings[i].name);
+	fprintf(stderr, ")\n");
+	return -1;
 }
 
-static int hr_option(int c, struct hr_opts *o)
-{
-	struct wl_params scratch = wl_settings[0].params;
-	uint64_t *dst = NULL, lo = 0, hi = UINT64_MAX;
-	const char *name = NULL;
+/* What the option of a workload parameter sets. */
+struct param {
+	struct hr_opts *o;
+	size_t field;
+};
 
-	switch (c) {
-	case O_DIR: o->dir = optarg; return 0;
-	case O_JSON: o->json = 1; return 0;
-	case O_HELP: hr_usage(stdout); return 1;
-	case O_WORKLOAD:
-		if (parse_workloads(optarg, o) == 0)
-			return 0;
-		fprintf(stderr, PROG " " CMD ": bad value for --workload: %s (all, or up to"
-				" %d of", optarg, MAX_SETS);
-		for (size_t i = 0; i < wl_nsettings; i++)
-			fprintf(stderr, " %s", wl_settings[i].name);
-		fprintf(stderr, ")\n");
+/* A workload parameter: checked now, applied to each setting once all are known. */
+static int hr_param(const struct opt *opt, const char *value)
+{
+	const struct param *p = opt->target;
+	struct hr_opts *o = p->o;
+	struct wl_params scratch = wl_settings[0].params;
+
+	if (wl_option_set(&scratch, p->field, value, CMD) < 0)
 		return -1;
-	case O_CAPACITY:
-		if (parse_u64_list(optarg, 1, 100, o->caps, MAX_CAPS, &o->ncaps) == 0)
-			return 0;
-		fprintf(stderr, PROG " " CMD ": bad value for --capacity: %s (up to %d"
-				" percentages, each 1 to 100)\n", optarg, MAX_CAPS);
-		return -1;
-	case O_REQUESTS: dst = &o->requests; name = "requests"; hi = 1ULL << 32; break;
-	case O_SEED:     dst = &o->seed; name = "seed"; break;
-	default:
-		if (c < O_PARAM || (size_t)(c - O_PARAM) >= wl_noptions) {
-			hr_usage(stderr);
-			return -1;
-		}
-		/* Checked now, applied to each setting once all are known. */
-		if (wl_option_set(&scratch, (size_t)(c - O_PARAM), optarg, CMD) < 0)
-			return -1;
-		if (o->nover == MAX_OVERRIDES) {
-			fprintf(stderr, PROG " " CMD ": more than %d workload options\n",
-					MAX_OVERRIDES);
-			return -1;
-		}
-		o->over[o->nover++] = (struct override){ (size_t)(c - O_PARAM), optarg };
-		return 0;
-	}
-	if (parse_u64(optarg, 0, dst) < 0 || *dst < lo || *dst > hi) {
-		bad_value(CMD, name, optarg, lo, hi);
+	if (o->nover == MAX_OVERRIDES) {
+		fprintf(stderr, PROG " " CMD ": more than %d workload options\n", MAX_OVERRIDES);
 		return -1;
 	}
+	o->over[o->nover++] = (struct override){ p->field, value };
 	return 0;
 }
 
 static int hr_parse(int argc, char **argv, struct hr_opts *o)
 {
-	struct option *longopts = hr_longopts();
-	int c, rc = 0;
+	const struct opt opts[] = {
+		{ "workload", OPT_CALL, o, .arg = "LIST", .call = hr_workload,
+			.help = "comma-separated settings, or all (default all)" },
+		{ "capacity", OPT_U64_LIST, o->caps, .arg = "LIST", .lo = 1, .hi = 100,
+			.max = MAX_CAPS, .count = &o->ncaps, .items = "percentages",
+			.help = "comma-separated percentages of the unique blocks,\n"
+				"1 to 100 (default 5,10,25)" },
+		{ "requests", OPT_U64, &o->requests, .arg = "N", .lo = 0, .hi = 1ULL << 32,
+			.help = "only the first N requests of each stream (default 0: all)" },
+		OPT_SEED(&o->seed, "seed of the streams (default 1)"),
+		OPT_DIR(&o->dir, "where the scratch pools go (default /dev/shm)"),
+		OPT_JSON(&o->json),
+		OPT_END,
+	};
+	struct opt_cmd cmd = { CMD, .opts = opts, .more_name = "WORKLOAD OPTIONS",
+		.more_usage = wl_usage, .about =
+		"Hit rate of prefix lookups, marukv's eviction against an exact LRU, on the\n"
+		"same request streams, with room for a percentage of the stream's unique blocks.\n" };
+	/* One option per workload parameter, after the others. */
+	struct opt *more = calloc(wl_noptions + 1, sizeof(*more));
+	struct param *param = calloc(wl_noptions, sizeof(*param));
+	int rc = -1;
 
-	if (!longopts) {
+	if (!more || !param) {
 		fprintf(stderr, PROG " " CMD ": out of memory\n");
-		return -1;
+		goto out;
 	}
-	while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
-		rc = hr_option(c, o);
-	free(longopts);
-	if (rc == 0 && optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		hr_usage(stderr);
-		rc = -1;
+	for (size_t i = 0; i < wl_noptions; i++) {
+		param[i] = (struct param){ o, i };
+		more[i] = (struct opt){ wl_option_name(i), OPT_CALL, &param[i],
+			.call = hr_param };
 	}
+	cmd.more = more;
+	rc = opt_parse(&cmd, argc, argv);
+out:
+	free(more);
+	free(param);
 	return rc;
 }
 

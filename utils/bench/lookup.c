@@ -9,8 +9,9 @@
  * registry, so how the keys were published does not matter.
  *
  * raw LMDB, the limit of the registry: an environment that maps each key
- * to a 56-byte entry as marukv's registry does, the values in a data file
- * of 4 KiB pages laid out as marukv lays out its data arena.  Each reader
+ * to an entry as long as marukv's registry entry (its length read from the
+ * pool's registry once filled: peer_entry_len()), the values in a data
+ * file of 4 KiB pages laid out as marukv lays out its data arena.  Each reader
  * keeps one read-only txn and, per lookup, renews it, calls mdb_get and
  * resets it, which is what marukv's cache of read txns does per lookup; a
  * get also copies the entry out and reads the value's first byte in the
@@ -44,7 +45,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "lookup"
 #define MAX_ROWS 16
@@ -115,6 +116,7 @@ struct reader {
 	const struct lk_opts *o;
 	struct lk_shared *sh;
 	uint64_t nkeys, npages, mapsize;
+	size_t entry_len;         /* the LMDB peer's values: as long as marukv's entries */
 	double clock_ns;
 	const char *pool_path, *env_path, *data_path;
 	const struct redis_server *srv;   /* NULL: no Redis peer */
@@ -132,95 +134,38 @@ struct reader {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void lk_usage(FILE *f)
+static int lk_parse(int argc, char **argv, struct lk_opts *o)
 {
-	fprintf(f,
-		"usage: " PROG " lookup [--keys LIST] [--readers LIST] [--value-size BYTES]\n"
-		"                      [--ops N] [--chain C] [--prefix-ops N] [--repeat R]\n"
-		"                      [--no-redis] [--dir DIR] [--seed S] [--json]\n"
+	const struct opt opts[] = {
+		{ "keys", OPT_U64_LIST, o->keys, .arg = "LIST", .lo = 1, .hi = 1U << 26,
+			.max = MAX_ROWS, .count = &o->nkeys, .items = "counts",
+			.help = "comma-separated pool sizes in keys (default 10000,1000000)" },
+		{ "readers", OPT_U64_LIST, o->readers, .arg = "LIST", .lo = 1,
+			.hi = MAX_READERS, .max = MAX_ROWS, .count = &o->nreaders,
+			.items = "counts",
+			.help = "comma-separated reader counts (default 1,2)" },
+		{ "value-size", OPT_SIZE, &o->value_size, .arg = "BYTES", .lo = 1,
+			.hi = 1U << 20,
+			.help = "bytes per value, k/m/g suffixes allowed (default 1024)" },
+		{ "ops", OPT_U64, &o->ops, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "timed lookups per reader, system and run (default 20000)" },
+		{ "chain", OPT_U64, &o->chain, .arg = "C", .lo = 1, .hi = 4096,
+			.help = "keys per prefix lookup (default 64)" },
+		{ "prefix-ops", OPT_U64, &o->prefix_ops, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "timed prefix lookups per reader, system and run\n"
+				"(default 1000)" },
+		OPT_REDIS_RUN(o),
+		OPT_END,
+	};
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
 		"Latency of mkv_exists, of a zero-copy mkv_get and of mkv_prefix_len over C\n"
 		"keys with R reader processes on a pool of K keys, against raw LMDB (renew,\n"
 		"mdb_get, reset) on the same keys and Redis GET over a Unix socket, in the\n"
-		"same run.\n"
-		"  --keys LIST         comma-separated pool sizes in keys (default 10000,1000000)\n"
-		"  --readers LIST      comma-separated reader counts (default 1,2)\n"
-		"  --value-size BYTES  bytes per value, k/m/g suffixes allowed (default 1024)\n"
-		"  --ops N             timed lookups per reader, system and run (default 20000)\n"
-		"  --chain C           keys per prefix lookup (default 64)\n"
-		"  --prefix-ops N      timed prefix lookups per reader, system and run\n"
-		"                      (default 1000)\n"
-		"  --repeat R          runs; medians are reported (default 5)\n"
-		"  --no-redis          leave the Redis peer out\n"
-		"  --dir DIR           where the scratch files go (default /dev/shm)\n"
-		"  --seed S            seed of the keys (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
+		"same run.\n" };
+	int rc = opt_parse(&cmd, argc, argv);
 
-static int lk_parse(int argc, char **argv, struct lk_opts *o)
-{
-	enum { O_KEYS = 256, O_READERS, O_VSIZE, O_OPS, O_CHAIN, O_PREFIX_OPS, O_REPEAT,
-		O_NOREDIS, O_DIR, O_SEED, O_JSON, O_HELP };
-	static const struct option longopts[] = {
-		{ "keys",       required_argument, NULL, O_KEYS },
-		{ "readers",    required_argument, NULL, O_READERS },
-		{ "value-size", required_argument, NULL, O_VSIZE },
-		{ "ops",        required_argument, NULL, O_OPS },
-		{ "chain",      required_argument, NULL, O_CHAIN },
-		{ "prefix-ops", required_argument, NULL, O_PREFIX_OPS },
-		{ "repeat",     required_argument, NULL, O_REPEAT },
-		{ "no-redis",   no_argument,       NULL, O_NOREDIS },
-		{ "dir",        required_argument, NULL, O_DIR },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_NOREDIS: o->redis = 0; continue;
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: lk_usage(stdout); return 1;
-		case O_KEYS:
-			if (parse_u64_list(optarg, 1, 1U << 26, o->keys, MAX_ROWS, &o->nkeys) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --keys: %s (up to %d"
-						" counts, each 1 to %u)\n", optarg, MAX_ROWS, 1U << 26);
-				return -1;
-			}
-			continue;
-		case O_READERS:
-			if (parse_u64_list(optarg, 1, MAX_READERS, o->readers, MAX_ROWS,
-					&o->nreaders) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --readers: %s (up to %d"
-						" counts, each 1 to %d)\n", optarg, MAX_ROWS, MAX_READERS);
-				return -1;
-			}
-			continue;
-		case O_VSIZE:  dst = &o->value_size; hi = 1U << 20; suffix = 1; break;
-		case O_OPS:    dst = &o->ops; hi = 1U << 24; break;
-		case O_CHAIN:  dst = &o->chain; hi = 4096; break;
-		case O_PREFIX_OPS: dst = &o->prefix_ops; hi = 1U << 24; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			lk_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_KEYS].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		lk_usage(stderr);
-		return -1;
-	}
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < o->nkeys; i++)
 		if (o->keys[i] < o->chain) {
 			fprintf(stderr, PROG " " CMD ": a pool of %" PRIu64 " keys is shorter than"
@@ -293,28 +238,31 @@ static int fill_marukv(struct mkv_pool *pool, const struct lk_opts *o, uint64_t 
 
 
 /* The peer's entries, committed TXN_PUTS at a time; 0 or -1 (reported). */
-static int fill_entries(MDB_env *env, MDB_dbi entries, const struct lk_opts *o,
-		uint64_t nkeys, uint64_t npages, uint8_t *map)
+static int fill_entries(MDB_env *env, MDB_dbi entries, const struct reader *r,
+		uint8_t *map)
 {
+	const struct lk_opts *o = r->o;
+	union peer_entry e = { 0 };
 	MDB_txn *txn = NULL;
 	int rc = 0;
 
-	for (uint64_t i = 0; i < nkeys && !rc; i++) {
+	e.rec.npages = r->npages;
+	e.rec.length = o->value_size;
+	for (uint64_t i = 0; i < r->nkeys && !rc; i++) {
 		uint8_t key[BENCH_KEY_LEN];
-		struct peer_entry e = { .version = 1, .page = i * npages, .npages = npages,
-			.length = o->value_size };
-		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
+		MDB_val k = { sizeof(key), key }, d = { r->entry_len, e.bytes };
 
 		if (!txn && (rc = mdb_txn_begin(env, NULL, 0, &txn)))
 			return peer_fail(CMD, "mdb_txn_begin", rc);
-		lk_key(key, o, nkeys, i);
-		pattern_fill(map + e.page * BENCH_PAGE, o->value_size, key);
-		e.txn = mdb_txn_id(txn);
+		lk_key(key, o, r->nkeys, i);
+		e.rec.page = i * r->npages;
+		pattern_fill(map + e.rec.page * BENCH_PAGE, o->value_size, key);
+		e.rec.txn = mdb_txn_id(txn);
 		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE))) {
 			mdb_txn_abort(txn);
 			return peer_fail(CMD, "mdb_put", rc);
 		}
-		if ((i + 1) % TXN_PUTS == 0 || i + 1 == nkeys) {
+		if ((i + 1) % TXN_PUTS == 0 || i + 1 == r->nkeys) {
 			rc = mdb_txn_commit(txn);
 			txn = NULL;
 			if (rc)
@@ -349,7 +297,7 @@ static int fill_lmdb(const struct reader *r)
 		peer_fail(CMD, "create", rc);
 		goto out;
 	}
-	status = fill_entries(env, entries, r->o, r->nkeys, r->npages, map);
+	status = fill_entries(env, entries, r, map);
 out:
 	if (env)
 		mdb_env_close(env);
@@ -417,7 +365,7 @@ static int value_ok(const struct reader *r, const void *v, size_t len,
 static int op_once(struct reader *r, enum op op, const uint8_t key[BENCH_KEY_LEN])
 {
 	MDB_val k = { BENCH_KEY_LEN, (void *)key }, d;
-	struct peer_entry e;
+	union peer_entry e;
 	struct mkv_view v;
 	redisReply *rep;
 	int rc;
@@ -438,11 +386,11 @@ static int op_once(struct reader *r, enum op op, const uint8_t key[BENCH_KEY_LEN
 		if ((rc = mdb_txn_renew(r->txn)))
 			return reader_fail(r, "mdb_txn_renew", mdb_strerror(rc));
 		rc = mdb_get(r->txn, r->entries, &k, &d);
-		if (!rc && d.mv_size != sizeof(e))
+		if (!rc && d.mv_size != r->entry_len)
 			rc = MDB_CORRUPTED;
 		if (!rc && op == OP_LMDB_GET) {
-			memcpy(&e, d.mv_data, sizeof(e));
-			(void)*(const volatile uint8_t *)(r->data + e.page * BENCH_PAGE);
+			memcpy(e.bytes, d.mv_data, d.mv_size);
+			(void)*(const volatile uint8_t *)(r->data + e.rec.page * BENCH_PAGE);
 		}
 		mdb_txn_reset(r->txn);
 		return rc ? reader_fail(r, "mdb_get", mdb_strerror(rc)) : 0;
@@ -505,7 +453,7 @@ static int reader_warm(struct reader *r)
 	for (uint64_t i = 0; i < r->nkeys; i++) {
 		uint8_t key[BENCH_KEY_LEN];
 		MDB_val k = { sizeof(key), key }, d;
-		struct peer_entry e;
+		union peer_entry e;
 		struct mkv_view v;
 		int rc, ok;
 
@@ -520,13 +468,15 @@ static int reader_warm(struct reader *r)
 		if ((rc = mdb_txn_renew(r->txn)))
 			return reader_fail(r, "mdb_txn_renew", mdb_strerror(rc));
 		rc = mdb_get(r->txn, r->entries, &k, &d);
+		if (!rc && d.mv_size != r->entry_len)
+			rc = MDB_CORRUPTED;
 		if (!rc)
-			memcpy(&e, d.mv_data, sizeof(e));
+			memcpy(e.bytes, d.mv_data, d.mv_size);
 		mdb_txn_reset(r->txn);
 		if (rc)
 			return reader_fail(r, "mdb_get", mdb_strerror(rc));
-		if (e.page * BENCH_PAGE + e.length > r->data_len ||
-		    !value_ok(r, r->data + e.page * BENCH_PAGE, e.length, key))
+		if (e.rec.page * BENCH_PAGE + e.rec.length > r->data_len ||
+		    !value_ok(r, r->data + e.rec.page * BENCH_PAGE, e.rec.length, key))
 			return reader_verify(r, "LMDB peer", i);
 	}
 	for (uint64_t i = 0; r->redis && i < r->nkeys && i < REDIS_CHECKS; i++) {
@@ -692,6 +642,7 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	struct lk_shared *sh = NULL;
 	struct crew crew = { 0 };
 	struct mkv_stat st;
+	uint8_t key[BENCH_KEY_LEN];
 	size_t shlen = 0;
 	int rc, status = EXIT_ERR, started = 0;
 
@@ -727,6 +678,9 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 		goto out;
 	}
 	r.mapsize = st.registry_size;
+	lk_key(key, o, nkeys, 0);
+	if (peer_entry_len(r.pool_path, key, CMD, &r.entry_len) < 0)
+		goto out;
 	if (fill_lmdb(&r) < 0 || (o->redis && fill_redis(rc_parent, o, nkeys) < 0))
 		goto out;
 	if (crew_start(&crew, max_readers, reader_job, &r, CMD) < 0)

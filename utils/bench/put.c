@@ -39,7 +39,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +47,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "put"
 #define MAX_SIZES 16
@@ -84,81 +84,28 @@ struct job {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void put_usage(FILE *f)
+static int put_parse(int argc, char **argv, struct put_opts *o)
 {
-	fprintf(f,
-		"usage: " PROG " put [--sizes LIST] [--bytes BYTES] [--max-values N]\n"
-		"                   [--repeat R] [--no-redis] [--dir DIR] [--seed S] [--json]\n"
+	const struct opt opts[] = {
+		/* Redis takes values up to its proto-max-bulk-len, 512 MiB. */
+		{ "sizes", OPT_SIZE_LIST, o->sizes, .arg = "LIST", .lo = 1, .hi = 256ULL << 20,
+			.max = MAX_SIZES, .count = &o->nsizes, .items = "sizes",
+			.help = "comma-separated value sizes, k/m/g suffixes allowed\n"
+				"(default 4k,64k,1m,16m)" },
+		{ "bytes", OPT_SIZE, &o->bytes, .arg = "BYTES", .lo = 1, .hi = 1ULL << 36,
+			.help = "bytes a run writes, k/m/g suffixes allowed (default 256m)" },
+		{ "max-values", OPT_U64, &o->max_values, .arg = "N", .lo = 1, .hi = 1U << 20,
+			.help = "at most this many values a run (default 4096)" },
+		OPT_REDIS_RUN(o),
+		OPT_END,
+	};
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
 		"Throughput of mkv_put and of mkv_alloc + write in place + mkv_publish, by the\n"
 		"lease holder, by a client, and by the holder with MKV_NOCHECKSUM (nosum),\n"
 		"against memcpy and libpmem2's non-temporal copy\n"
-		"into the same kind of mapping, and Redis SET over a Unix socket, in the same run.\n"
-		"  --sizes LIST        comma-separated value sizes, k/m/g suffixes allowed\n"
-		"                      (default 4k,64k,1m,16m)\n"
-		"  --bytes BYTES       bytes a run writes, k/m/g suffixes allowed (default 256m)\n"
-		"  --max-values N      at most this many values a run (default 4096)\n"
-		"  --repeat R          runs; medians are reported (default 5)\n"
-		"  --no-redis          leave the Redis peer out\n"
-		"  --dir DIR           where the scratch files go (default /dev/shm)\n"
-		"  --seed S            seed of the keys (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
+		"into the same kind of mapping, and Redis SET over a Unix socket, in the same run.\n" };
 
-static int put_parse(int argc, char **argv, struct put_opts *o)
-{
-	enum { O_SIZES = 256, O_BYTES, O_MAXV, O_REPEAT, O_NOREDIS, O_DIR, O_SEED, O_JSON,
-		O_HELP };
-	static const struct option longopts[] = {
-		{ "sizes",      required_argument, NULL, O_SIZES },
-		{ "bytes",      required_argument, NULL, O_BYTES },
-		{ "max-values", required_argument, NULL, O_MAXV },
-		{ "repeat",     required_argument, NULL, O_REPEAT },
-		{ "no-redis",   no_argument,       NULL, O_NOREDIS },
-		{ "dir",        required_argument, NULL, O_DIR },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_NOREDIS: o->redis = 0; continue;
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: put_usage(stdout); return 1;
-		case O_SIZES:
-			/* Redis takes values up to its proto-max-bulk-len, 512 MiB. */
-			if (parse_size_list(optarg, 1, 256ULL << 20, o->sizes, MAX_SIZES,
-					&o->nsizes) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --sizes: %s (up to %d"
-						" sizes, each 1 to 256m)\n", optarg, MAX_SIZES);
-				return -1;
-			}
-			continue;
-		case O_BYTES:  dst = &o->bytes; hi = 1ULL << 36; suffix = 1; break;
-		case O_MAXV:   dst = &o->max_values; hi = 1U << 20; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			put_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_SIZES].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		put_usage(stderr);
-		return -1;
-	}
-	return 0;
+	return opt_parse(&cmd, argc, argv);
 }
 
 /* Values a run writes: --bytes worth, at least one, at most --max-values. */

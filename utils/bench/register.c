@@ -13,9 +13,10 @@
  * filesystem, each taking LMDB's write lock itself: per key, the payload
  * copied into a shared mapping of a data file and msync'ed (what marukv's
  * persist does on tmpfs), then one write txn doing what a marukv
- * registration does in the registry: key -> 56-byte entry in the main database
- * (MDB_NOOVERWRITE), big-endian page -> key in "pages", commit with LMDB's
- * default (synchronous) flags.
+ * registration does in the registry: key -> an entry in the main database
+ * (MDB_NOOVERWRITE) as long as marukv's, whose length the first marukv run
+ * of a row reads from its pool (peer_entry_len()), big-endian page -> key
+ * in "pages", commit with LMDB's default (synchronous) flags.
  *
  * Every writer gets ready (open, buffers), then all start together; a
  * run's rate is the registrations of all writers over the time from the
@@ -29,7 +30,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "register"
 #define MAX_ROWS 16
@@ -60,6 +61,7 @@ struct reg_opts {
 struct geom {
 	uint64_t writers, npages, data_pages, max_clients;
 	uint64_t registry_size;   /* from the marukv pool; the peer's map size */
+	size_t entry_len;         /* from the marukv pool; the peer's values */
 };
 
 /* What a writer reports, in shared memory. */
@@ -78,80 +80,32 @@ struct wshared {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void reg_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " register [--writers LIST] [--keys N] [--value-size BYTES]\n"
-		"                        [--repeat R] [--window N] [--dir DIR] [--seed S] [--json]\n"
-		"Registrations per second with W writer processes: marukv (forwarded to the\n"
-		"lease holder, group commit; sync and async publishes) and a raw LMDB peer\n"
-		"(each process taking LMDB's write lock itself), in the same run.\n"
-		"  --writers LIST      comma-separated writer counts (default 1,2,4,8)\n"
-		"  --keys N            registrations per writer and run (default 5000)\n"
-		"  --value-size BYTES  bytes per value, k/m/g suffixes allowed (default 4096)\n"
-		"  --repeat R          runs per writer count; medians are reported (default 5)\n"
-		"  --window N          async publishes in flight per writer (default 8)\n"
-		"  --dir DIR           where the scratch pools go (default /dev/shm)\n"
-		"  --seed S            seed of the keys (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
-
 static int reg_parse(int argc, char **argv, struct reg_opts *o)
 {
-	enum { O_WRITERS = 256, O_KEYS, O_VSIZE, O_REPEAT, O_WINDOW, O_DIR, O_SEED,
-		O_JSON, O_HELP };
-	static const struct option longopts[] = {
-		{ "writers",    required_argument, NULL, O_WRITERS },
-		{ "keys",       required_argument, NULL, O_KEYS },
-		{ "value-size", required_argument, NULL, O_VSIZE },
-		{ "repeat",     required_argument, NULL, O_REPEAT },
-		{ "window",     required_argument, NULL, O_WINDOW },
-		{ "dir",        required_argument, NULL, O_DIR },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct opt opts[] = {
+		{ "writers", OPT_U64_LIST, o->writers, .arg = "LIST", .lo = 1,
+			.hi = MKV_MAX_CLIENTS_LIMIT - 1, .max = MAX_ROWS, .count = &o->nwriters,
+			.items = "counts",
+			.help = "comma-separated writer counts (default 1,2,4,8)" },
+		{ "keys", OPT_U64, &o->keys, .arg = "N", .lo = 1, .hi = 1U << 24,
+			.help = "registrations per writer and run (default 5000)" },
+		{ "value-size", OPT_SIZE, &o->value_size, .arg = "BYTES", .lo = 1,
+			.hi = 1U << 24,
+			.help = "bytes per value, k/m/g suffixes allowed (default 4096)" },
+		OPT_REPEAT(&o->repeat, "runs per writer count; medians are reported (default 5)"),
+		{ "window", OPT_U64, &o->window, .arg = "N", .lo = 1, .hi = 1024,
+			.help = "async publishes in flight per writer (default 8)" },
+		OPT_DIR(&o->dir, "where the scratch pools go (default /dev/shm)"),
+		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
+		OPT_JSON(&o->json),
+		OPT_END,
 	};
-	const uint64_t max_writers = MKV_MAX_CLIENTS_LIMIT - 1;
-	int c;
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
+		"Registrations per second with W writer processes: marukv (forwarded to the\n"
+		"lease holder, group commit; sync and async publishes) and a raw LMDB peer\n"
+		"(each process taking LMDB's write lock itself), in the same run.\n" };
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-		int suffix = 0;
-
-		switch (c) {
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: reg_usage(stdout); return 1;
-		case O_WRITERS:
-			if (parse_u64_list(optarg, 1, max_writers, o->writers, MAX_ROWS,
-					&o->nwriters) < 0) {
-				fprintf(stderr, PROG " " CMD ": bad value for --writers: %s"
-						" (up to %d counts, each 1 to %" PRIu64 ")\n",
-						optarg, MAX_ROWS, max_writers);
-				return -1;
-			}
-			continue;
-		case O_KEYS:   dst = &o->keys; hi = 1U << 24; break;
-		case O_VSIZE:  dst = &o->value_size; hi = 1U << 24; suffix = 1; break;
-		case O_REPEAT: dst = &o->repeat; hi = 1000; break;
-		case O_WINDOW: dst = &o->window; hi = 1024; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			reg_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, suffix, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_WRITERS].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		reg_usage(stderr);
-		return -1;
-	}
-	return 0;
+	return opt_parse(&cmd, argc, argv);
 }
 
 /* ---- writers ------------------------------------------------------------------ */
@@ -264,6 +218,7 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 {
 	struct wout *w = &sh->out[idx];
 	size_t maplen = gm->data_pages * PAGE;
+	union peer_entry e = { 0 };
 	MDB_env *env = NULL;
 	MDB_dbi entries, pages;
 	uint8_t *map = MAP_FAILED;
@@ -288,14 +243,14 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 		wfail(w, datafile, strerror(errno));
 		goto out;
 	}
+	e.rec.npages = gm->npages;
+	e.rec.length = o->value_size;
 	if (gate_ready(g) < 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
 		goto out;
 	for (uint64_t i = 0; i < o->keys; i++) {
 		uint64_t page = (idx * o->keys + i) * gm->npages;
 		uint8_t key[BENCH_KEY_LEN], be[8];
-		struct peer_entry e = { .version = 1, .page = page, .npages = gm->npages,
-			.length = o->value_size };
-		MDB_val k = { sizeof(key), key }, d = { sizeof(e), &e };
+		MDB_val k = { sizeof(key), key }, d = { gm->entry_len, e.bytes };
 		MDB_val pk = { sizeof(be), be };
 		MDB_txn *txn;
 
@@ -311,7 +266,8 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 			wfail(w, "mdb_txn_begin", mdb_strerror(rc));
 			goto out;
 		}
-		e.txn = mdb_txn_id(txn);
+		e.rec.page = page;
+		e.rec.txn = mdb_txn_id(txn);
 		if ((rc = mdb_put(txn, entries, &k, &d, MDB_NOOVERWRITE)) ||
 		    (rc = mdb_put(txn, pages, &pk, &k, MDB_NOOVERWRITE))) {
 			mdb_txn_abort(txn);
@@ -457,6 +413,13 @@ static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
 				" acknowledged publishes\n", mode_name[mode], st.entries,
 				gm->writers * o->keys);
 		status = EXIT_VERIFY;
+	} else if (!gm->entry_len) {
+		uint8_t key[BENCH_KEY_LEN];
+
+		/* Writer 0's first key: the peer's values are as long as its entry. */
+		key_make(key, o->seed, 0, 0);
+		if (peer_entry_len(path, key, CMD, &gm->entry_len) < 0)
+			status = EXIT_ERR;
 	}
 out:
 	mkv_pool_close(&pool);

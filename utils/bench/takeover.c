@@ -19,7 +19,6 @@
 #include <marukv.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "options.h"
 
 #define CMD "takeover"
 #define NODE_H "bench-holder"
@@ -46,7 +46,7 @@ static const char *const row_name[ROW_COUNT] = { "same-node", "other-node" };
 struct to_opts {
 	uint64_t trials, period_ms, seed;
 	const char *dir;
-	int rows;                 /* bit per enum row_kind */
+	int row[ROW_COUNT];       /* the rows to run */
 	int json;
 };
 
@@ -67,67 +67,31 @@ struct to_shared {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void to_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " takeover [--trials N] [--period-ms MS] [--same-node]\n"
-		"                        [--other-node] [--dir DIR] [--seed S] [--json]\n"
-		"Time from kill -9 of the lease holder to the first publish completed by a\n"
-		"client that takes the lease over, on the same node and on another node.\n"
-		"  --trials N          trials per row (default 20)\n"
-		"  --period-ms MS      lease period of the pools, 50 to 60000 (default 1000)\n"
-		"  --same-node         only the row of a client on the holder's node\n"
-		"  --other-node        only the row of a client on another node\n"
-		"                      (default: both rows)\n"
-		"  --dir DIR           where the scratch pools go (default /dev/shm)\n"
-		"  --seed S            seed of the keys and the kill delays (default 1)\n"
-		"  --json              print the results as one JSON object\n");
-}
-
 static int to_parse(int argc, char **argv, struct to_opts *o)
 {
-	enum { O_TRIALS = 256, O_PERIOD, O_SAME, O_OTHER, O_DIR, O_SEED, O_JSON, O_HELP };
-	static const struct option longopts[] = {
-		{ "trials",     required_argument, NULL, O_TRIALS },
-		{ "period-ms",  required_argument, NULL, O_PERIOD },
-		{ "same-node",  no_argument,       NULL, O_SAME },
-		{ "other-node", no_argument,       NULL, O_OTHER },
-		{ "dir",        required_argument, NULL, O_DIR },
-		{ "seed",       required_argument, NULL, O_SEED },
-		{ "json",       no_argument,       NULL, O_JSON },
-		{ "help",       no_argument,       NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct opt opts[] = {
+		{ "trials", OPT_U64, &o->trials, .arg = "N", .lo = 1, .hi = 10000,
+			.help = "trials per row (default 20)" },
+		{ "period-ms", OPT_U64, &o->period_ms, .arg = "MS", .lo = 50, .hi = 60000,
+			.help = "lease period of the pools, 50 to 60000 (default 1000)" },
+		{ "same-node", OPT_FLAG, &o->row[ROW_SAME], .set = 1,
+			.help = "only the row of a client on the holder's node" },
+		{ "other-node", OPT_FLAG, &o->row[ROW_OTHER], .set = 1,
+			.help = "only the row of a client on another node\n(default: both rows)" },
+		OPT_DIR(&o->dir, "where the scratch pools go (default /dev/shm)"),
+		OPT_SEED(&o->seed, "seed of the keys and the kill delays (default 1)"),
+		OPT_JSON(&o->json),
+		OPT_END,
 	};
-	int c;
+	const struct opt_cmd cmd = { CMD, .opts = opts, .about =
+		"Time from kill -9 of the lease holder to the first publish completed by a\n"
+		"client that takes the lease over, on the same node and on another node.\n" };
+	int rc = opt_parse(&cmd, argc, argv);
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		uint64_t *dst = NULL, lo = 1, hi = 0;
-
-		switch (c) {
-		case O_SAME: o->rows |= 1 << ROW_SAME; continue;
-		case O_OTHER: o->rows |= 1 << ROW_OTHER; continue;
-		case O_DIR: o->dir = optarg; continue;
-		case O_JSON: o->json = 1; continue;
-		case O_HELP: to_usage(stdout); return 1;
-		case O_TRIALS: dst = &o->trials; hi = 10000; break;
-		case O_PERIOD: dst = &o->period_ms; lo = 50; hi = 60000; break;
-		case O_SEED:   dst = &o->seed; lo = 0; hi = UINT64_MAX; break;
-		default:
-			to_usage(stderr);
-			return -1;
-		}
-		if (parse_u64(optarg, 0, dst) < 0 || *dst < lo || *dst > hi) {
-			bad_value(CMD, longopts[c - O_TRIALS].name, optarg, lo, hi);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG " " CMD ": unexpected argument: %s\n", argv[optind]);
-		to_usage(stderr);
-		return -1;
-	}
-	if (!o->rows)
-		o->rows = (1 << ROW_SAME) | (1 << ROW_OTHER);
+	if (rc)
+		return rc;
+	if (!o->row[ROW_SAME] && !o->row[ROW_OTHER])
+		o->row[ROW_SAME] = o->row[ROW_OTHER] = 1;
 	return 0;
 }
 
@@ -500,7 +464,7 @@ int cmd_takeover(int argc, char **argv)
 		return EXIT_ERR;
 	}
 	for (int k = 0; k < ROW_COUNT && status == EXIT_OK; k++) {
-		if (!(o.rows & (1 << k)))
+		if (!o.row[k])
 			continue;
 		rows[nrows].failed = 0;
 		for (uint64_t n = 0; n < o.trials && status == EXIT_OK; n++) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "options.h"
 #include "workload.h"
 
 /* ---- settings ------------------------------------------------------------- */
