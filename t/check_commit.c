@@ -17,23 +17,18 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "unitutil.h"
 
 #define PAGES 64U
 
 static struct mkv_pool *p;
-static uint64_t live, used, quar;
+static struct unit_words words;
 
 static void
 commit_setup(void)
 {
 	tu_setup();
-	ck_assert_int_eq(tu_pool_create(tu_dir, PAGES * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS,
-			&p), 0);
-	ck_assert(p->h.holding);
-	live = mkv_pages_grant_word(p->slot, p->incarnation);
-	used = mkv_pages_held_word(MKV_PG_USED, p->h.generation);
-	quar = mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation);
+	unit_holder_pool(PAGES, &p, &words);
 }
 
 static void
@@ -148,7 +143,8 @@ START_TEST(test_grants_and_publishes_in_one_txn)
 	ck_assert_int_eq(g[1].result, 0);
 	ck_assert_uint_eq(g[0].ext.npages, 2);
 	ck_assert_uint_eq(g[1].ext.npages, 1);
-	ck_assert(mkv_pages_are(p, &g[0].ext, live) && mkv_pages_are(p, &g[1].ext, live));
+	ck_assert(mkv_pages_are(p, &g[0].ext, words.live));
+	ck_assert(mkv_pages_are(p, &g[1].ext, words.live));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 3);
 
 	b[0] = publish_req("k1", g[0].ext, len1);
@@ -160,8 +156,9 @@ START_TEST(test_grants_and_publishes_in_one_txn)
 	ck_assert_int_eq(b[0].result, 0);
 	ck_assert_int_eq(b[1].result, 0);
 	ck_assert_int_eq(b[2].result, 0);
-	ck_assert(mkv_pages_are(p, &g[0].ext, used) && mkv_pages_are(p, &g[1].ext, used));
-	ck_assert(mkv_pages_are(p, &b[2].ext, live));
+	ck_assert(mkv_pages_are(p, &g[0].ext, words.used));
+	ck_assert(mkv_pages_are(p, &g[1].ext, words.used));
+	ck_assert(mkv_pages_are(p, &b[2].ext, words.live));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 7);
 	ck_assert_uint_eq(lookup("k1").txn, txn + 1);
 	ck_assert_uint_eq(lookup("k2").page, g[1].ext.page);
@@ -188,7 +185,7 @@ START_TEST(test_del_quarantines_until_no_view_needs_the_pages)
 	ck_assert_int_eq(commit(&d, 1), 0);
 	ck_assert_int_eq(d.result, 0);
 	ck_assert(d.ext.page == e.page && d.ext.npages == 3);
-	ck_assert(mkv_pages_are(p, &e, quar));
+	ck_assert(mkv_pages_are(p, &e, words.quar));
 	ck_assert_uint_eq(p->h.quarantined_pages, 3);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 3);
 	ck_assert_int_eq(mkv_exists(p, "gone", 4), 0);
@@ -202,7 +199,7 @@ START_TEST(test_del_quarantines_until_no_view_needs_the_pages)
 
 	/* the view pins the pages: later txns leave them quarantined */
 	ck_assert_int_eq(commit(NULL, 0), 0);
-	ck_assert(mkv_pages_are(p, &e, quar));
+	ck_assert(mkv_pages_are(p, &e, words.quar));
 	ck_assert_int_eq(tu_verify(v.data, v.len, "gone", 4), -1);
 	ck_assert_int_eq(mkv_release(p, &v), 0);
 	ck_assert_int_eq(commit(NULL, 0), 0);
@@ -230,8 +227,8 @@ START_TEST(test_a_duplicate_key_fails_alone)
 	ck_assert_int_eq(b[1].result, 0);
 	ck_assert_int_eq(b[2].result, 0);
 	/* the refused publish's pages stay granted to it, the key keeps its value */
-	ck_assert(mkv_pages_are(p, &e1, live));
-	ck_assert(mkv_pages_are(p, &e2, used));
+	ck_assert(mkv_pages_are(p, &e1, words.live));
+	ck_assert(mkv_pages_are(p, &e2, words.used));
 	ck_assert_uint_eq(lookup("dup").page, first.page);
 	ck_assert_uint_eq(lookup("dup").length, 100);
 	assert_visible("dup", 100);
@@ -293,7 +290,7 @@ START_TEST(test_a_recorded_request_is_replayed_not_applied)
 	d = from_ring(del_req("once"), rq, 9);
 	ck_assert_int_eq(commit(&d, 1), 0);
 	ck_assert(d.result == 0 && !d.replayed);
-	ck_assert(mkv_pages_are(p, &e, quar));
+	ck_assert(mkv_pages_are(p, &e, words.quar));
 	/* applied twice the delete would find no key */
 	d = from_ring(del_req("once"), rq, 9);
 	ck_assert_int_eq(commit(&d, 1), 0);
@@ -404,8 +401,8 @@ START_TEST(test_bad_requests_fail_alone)
 	ck_assert_int_eq(b[6].result, MKV_E_INVAL);
 	ck_assert_int_eq(b[7].result, MKV_E_EXPIRED);
 	assert_visible("good", 10);
-	ck_assert(mkv_pages_are(p, &k, used));
-	ck_assert(mkv_pages_are(p, &h, live));
+	ck_assert(mkv_pages_are(p, &k, words.used));
+	ck_assert(mkv_pages_are(p, &h, words.live));
 	tu_stat(p, &st);
 	ck_assert_uint_eq(st.entries, 2);
 }
@@ -418,8 +415,8 @@ START_TEST(test_a_page_table_at_odds_with_the_registry_is_corrupt)
 
 	/* the page table shows kept's pages granted, del's free: damage */
 	pthread_mutex_lock(&p->h.lock);
-	ck_assert(mkv_pages_move_all(p, &k, used, live));
-	ck_assert(mkv_pages_move_all(p, &d, used, MKV_PG_FREE));
+	ck_assert(mkv_pages_move_all(p, &k, words.used, words.live));
+	ck_assert(mkv_pages_move_all(p, &d, words.used, MKV_PG_FREE));
 	pthread_mutex_unlock(&p->h.lock);
 	b[0] = publish_req("on-kept", k, 100);
 	b[1] = del_req("del");
@@ -429,20 +426,20 @@ START_TEST(test_a_page_table_at_odds_with_the_registry_is_corrupt)
 	ck_assert_int_eq(b[1].result, MKV_E_CORRUPT);
 	ck_assert_int_eq(b[2].result, 0);
 	/* refused, changing nothing */
-	ck_assert(mkv_pages_are(p, &k, live));
+	ck_assert(mkv_pages_are(p, &k, words.live));
 	ck_assert(mkv_pages_are(p, &d, MKV_PG_FREE));
 	ck_assert_int_eq(mkv_exists(p, "on-kept", 7), 0);
 	ck_assert_int_eq(mkv_exists(p, "del", 3), 1);
 	assert_visible("good", 10);
 	/* the damage mended, the publish and the delete go through */
 	pthread_mutex_lock(&p->h.lock);
-	ck_assert(mkv_pages_move_all(p, &k, live, used));
-	ck_assert(mkv_pages_move_all(p, &d, MKV_PG_FREE, used));
+	ck_assert(mkv_pages_move_all(p, &k, words.live, words.used));
+	ck_assert(mkv_pages_move_all(p, &d, MKV_PG_FREE, words.used));
 	pthread_mutex_unlock(&p->h.lock);
 	b[1] = del_req("del");
 	ck_assert_int_eq(commit(&b[1], 1), 0);
 	ck_assert_int_eq(b[1].result, 0);
-	ck_assert(mkv_pages_are(p, &d, quar));
+	ck_assert(mkv_pages_are(p, &d, words.quar));
 }
 END_TEST
 

@@ -13,27 +13,21 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "unitutil.h"
 
 #define PAGES 64U
 
 static struct mkv_pool *p;
-static uint64_t live, used, quar;
+static struct unit_words words;
 
 static void
 pages_setup(void)
 {
 	tu_setup();
-	ck_assert_int_eq(tu_pool_create(tu_dir, PAGES * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS,
-			&p), 0);
-	ck_assert(p->h.holding);
+	unit_holder_pool(PAGES, &p, &words);
 	pthread_mutex_lock(&p->h.lock);
-	ck_assert_uint_eq(p->nr_pages, PAGES);
 	ck_assert_uint_eq(p->h.free_pages, PAGES);
 	ck_assert_uint_eq(p->h.quarantined_pages, 0);
-	live = mkv_pages_grant_word(p->slot, p->incarnation);
-	used = mkv_pages_held_word(MKV_PG_USED, p->h.generation);
-	quar = mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation);
 }
 
 static void
@@ -53,9 +47,10 @@ set_pages(uint64_t page, uint64_t n, uint64_t from, uint64_t to)
 static void
 assert_ext(const struct mkv_extent *e, uint64_t page, uint64_t npages)
 {
-	ck_assert_msg(e->page == page && e->npages == npages, "extent {%llu, %llu}, expected {%llu, %llu}",
-			(unsigned long long)e->page, (unsigned long long)e->npages,
-			(unsigned long long)page, (unsigned long long)npages);
+	ck_assert_msg(e->page == page && e->npages == npages,
+			"extent {%llu, %llu}, expected {%llu, %llu}", (unsigned long long)e->page,
+			(unsigned long long)e->npages, (unsigned long long)page,
+			(unsigned long long)npages);
 }
 
 START_TEST(test_grant_takes_runs_in_turn)
@@ -63,13 +58,13 @@ START_TEST(test_grant_takes_runs_in_turn)
 	struct mkv_extent e;
 
 	ck_assert_uint_eq(p->state->rotor, 0);
-	ck_assert_int_eq(mkv_pages_grant(p, 4, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 4, words.live, &e), 0);
 	assert_ext(&e, 0, 4);
-	ck_assert(mkv_pages_are(p, &e, live));
+	ck_assert(mkv_pages_are(p, &e, words.live));
 	ck_assert_uint_eq(mkv_pages_load(p, 4), MKV_PG_FREE);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 4);
 	ck_assert_uint_eq(p->state->rotor, 4);
-	ck_assert_int_eq(mkv_pages_grant(p, 3, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 3, words.live, &e), 0);
 	assert_ext(&e, 4, 3);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 7);
 	ck_assert_uint_eq(p->h.quarantined_pages, 0);
@@ -81,18 +76,18 @@ START_TEST(test_grant_skips_pages_in_use_and_wraps)
 {
 	struct mkv_extent e;
 
-	set_pages(2, 1, MKV_PG_FREE, used);
+	set_pages(2, 1, MKV_PG_FREE, words.used);
 	p->state->rotor = 0;
-	ck_assert_int_eq(mkv_pages_grant(p, 3, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 3, words.live, &e), 0);
 	assert_ext(&e, 3, 3);
 	/* from the rotor to the end is too short: on from the start */
 	p->state->rotor = PAGES - 2;
-	ck_assert_int_eq(mkv_pages_grant(p, 4, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 4, words.live, &e), 0);
 	assert_ext(&e, 6, 4);
 	ck_assert_uint_eq(p->state->rotor, 10);
 	ck_assert_uint_eq(mkv_pages_load(p, PAGES - 1), MKV_PG_FREE);
 	/* next fit: the free pages 0 and 1 wait for the rotor to come round */
-	ck_assert_int_eq(mkv_pages_grant(p, 2, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 2, words.live, &e), 0);
 	assert_ext(&e, 10, 2);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 1 - 3 - 4 - 2);
 }
@@ -103,23 +98,23 @@ START_TEST(test_grant_refuses_when_no_run_is_free)
 	struct mkv_extent e;
 
 	mkv_err_clear();
-	ck_assert_int_eq(mkv_pages_grant(p, PAGES + 1, live, &e), MKV_E_NOSPC);
+	ck_assert_int_eq(mkv_pages_grant(p, PAGES + 1, words.live, &e), MKV_E_NOSPC);
 	ck_assert_str_ne(mkv_errormsg(), "");
 	ck_assert_uint_eq(p->h.free_pages, PAGES);
 	for (uint64_t i = 1; i < PAGES; i += 2)
-		set_pages(i, 1, MKV_PG_FREE, used);
+		set_pages(i, 1, MKV_PG_FREE, words.used);
 	ck_assert_uint_eq(p->h.free_pages, PAGES / 2);
 	/* half the pages free, no two together */
 	mkv_err_clear();
-	ck_assert_int_eq(mkv_pages_grant(p, 2, live, &e), MKV_E_NOSPC);
+	ck_assert_int_eq(mkv_pages_grant(p, 2, words.live, &e), MKV_E_NOSPC);
 	ck_assert_str_ne(mkv_errormsg(), "");
 	ck_assert_uint_eq(p->h.free_pages, PAGES / 2);
 	for (uint64_t i = 0; i < PAGES; i += 2)
 		ck_assert_uint_eq(mkv_pages_load(p, i), MKV_PG_FREE);
-	ck_assert_int_eq(mkv_pages_grant(p, 1, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 1, words.live, &e), 0);
 	ck_assert_uint_eq(e.page % 2, 0);
 	ck_assert_uint_eq(e.npages, 1);
-	ck_assert_uint_eq(mkv_pages_load(p, e.page), live);
+	ck_assert_uint_eq(mkv_pages_load(p, e.page), words.live);
 	ck_assert_uint_eq(p->h.free_pages, PAGES / 2 - 1);
 }
 END_TEST
@@ -132,9 +127,9 @@ START_TEST(test_grant_reclaims_void_grants_when_short)
 	set_pages(0, PAGES, MKV_PG_FREE, stale);
 	ck_assert_uint_eq(p->h.free_pages, 0);
 	p->state->rotor = 0;
-	ck_assert_int_eq(mkv_pages_grant(p, 4, live, &e), 0);
+	ck_assert_int_eq(mkv_pages_grant(p, 4, words.live, &e), 0);
 	assert_ext(&e, 0, 4);
-	ck_assert(mkv_pages_are(p, &e, live));
+	ck_assert(mkv_pages_are(p, &e, words.live));
 	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 4, PAGES - 4 }, MKV_PG_FREE));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 4);
 }
@@ -145,34 +140,34 @@ START_TEST(test_move_takes_only_pages_in_the_from_state)
 	struct mkv_extent x = { 8, 4 }, y = { 12, 4 };
 	uint64_t stale = mkv_pages_grant_word(p->slot, p->incarnation + 1);
 
-	set_pages(9, 1, MKV_PG_FREE, used);
+	set_pages(9, 1, MKV_PG_FREE, words.used);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 1);
-	ck_assert_uint_eq(mkv_pages_move(p, &x, MKV_PG_FREE, quar), 3);
-	ck_assert_uint_eq(mkv_pages_load(p, 8), quar);
-	ck_assert_uint_eq(mkv_pages_load(p, 9), used);
-	ck_assert_uint_eq(mkv_pages_load(p, 11), quar);
+	ck_assert_uint_eq(mkv_pages_move(p, &x, MKV_PG_FREE, words.quar), 3);
+	ck_assert_uint_eq(mkv_pages_load(p, 8), words.quar);
+	ck_assert_uint_eq(mkv_pages_load(p, 9), words.used);
+	ck_assert_uint_eq(mkv_pages_load(p, 11), words.quar);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 4);
 	ck_assert_uint_eq(p->h.quarantined_pages, 3);
-	ck_assert_uint_eq(mkv_pages_move(p, &x, quar, MKV_PG_FREE), 3);
+	ck_assert_uint_eq(mkv_pages_move(p, &x, words.quar, MKV_PG_FREE), 3);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 1);
 	ck_assert_uint_eq(p->h.quarantined_pages, 0);
 	/* all or nothing: page 9 is not free, pages 8, 10 and 11 stay free */
-	ck_assert(!mkv_pages_move_all(p, &x, MKV_PG_FREE, live));
+	ck_assert(!mkv_pages_move_all(p, &x, MKV_PG_FREE, words.live));
 	ck_assert_uint_eq(mkv_pages_load(p, 8), MKV_PG_FREE);
-	ck_assert_uint_eq(mkv_pages_load(p, 9), used);
+	ck_assert_uint_eq(mkv_pages_load(p, 9), words.used);
 	ck_assert_uint_eq(mkv_pages_load(p, 10), MKV_PG_FREE);
 	ck_assert_uint_eq(mkv_pages_load(p, 11), MKV_PG_FREE);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 1);
-	ck_assert(mkv_pages_move_all(p, &y, MKV_PG_FREE, live));
-	ck_assert(mkv_pages_are(p, &y, live));
+	ck_assert(mkv_pages_move_all(p, &y, MKV_PG_FREE, words.live));
+	ck_assert(mkv_pages_are(p, &y, words.live));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 5);
 	/* the exact word: another incarnation's grant is not ours to move */
 	ck_assert_uint_eq(mkv_pages_move(p, &y, stale, MKV_PG_FREE), 0);
 	ck_assert(!mkv_pages_move_all(p, &y, stale, MKV_PG_FREE));
-	ck_assert(mkv_pages_are(p, &y, live));
+	ck_assert(mkv_pages_are(p, &y, words.live));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 5);
 	/* used -> quarantined counts quarantine only */
-	ck_assert(mkv_pages_move_all(p, &(struct mkv_extent){ 9, 1 }, used, quar));
+	ck_assert(mkv_pages_move_all(p, &(struct mkv_extent){ 9, 1 }, words.used, words.quar));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 5);
 	ck_assert_uint_eq(p->h.quarantined_pages, 1);
 	ck_assert(!mkv_pages_are(p, &x, MKV_PG_FREE));
@@ -194,25 +189,25 @@ START_TEST(test_reclaim_frees_void_grants_only)
 	ck_assert_uint_ne(o->slot, TU_MAX_CLIENTS - 1);
 	ck_assert_uint_eq(MKV_SLOT_PID(p->slots[TU_MAX_CLIENTS - 1].owner), 0);
 	other = mkv_pages_grant_word(o->slot, o->incarnation);
-	set_pages(0, 2, MKV_PG_FREE, live);
+	set_pages(0, 2, MKV_PG_FREE, words.live);
 	set_pages(2, 2, MKV_PG_FREE, other);
 	set_pages(4, 2, MKV_PG_FREE, older);
 	set_pages(6, 2, MKV_PG_FREE, unowned);
 	set_pages(8, 1, MKV_PG_FREE, nowhere);
-	set_pages(9, 1, MKV_PG_FREE, used);
-	set_pages(10, 1, MKV_PG_FREE, quar);
+	set_pages(9, 1, MKV_PG_FREE, words.used);
+	set_pages(10, 1, MKV_PG_FREE, words.quar);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 11);
 
 	ck_assert_uint_eq(mkv_pages_reclaim(p, 0), 5);
-	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 0, 2 }, live));
+	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 0, 2 }, words.live));
 	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 2, 2 }, other));
 	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 4, 5 }, MKV_PG_FREE));
-	ck_assert_uint_eq(mkv_pages_load(p, 9), used);
-	ck_assert_uint_eq(mkv_pages_load(p, 10), quar);
+	ck_assert_uint_eq(mkv_pages_load(p, 9), words.used);
+	ck_assert_uint_eq(mkv_pages_load(p, 10), words.quar);
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 6);
 	ck_assert_uint_eq(p->h.quarantined_pages, 1);
 	/* a client leaving gives back its own, and only its own */
-	ck_assert_uint_eq(mkv_pages_reclaim(p, live), 2);
+	ck_assert_uint_eq(mkv_pages_reclaim(p, words.live), 2);
 	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 0, 2 }, MKV_PG_FREE));
 	ck_assert(mkv_pages_are(p, &(struct mkv_extent){ 2, 2 }, other));
 	ck_assert_uint_eq(mkv_pages_reclaim(p, 0), 0);

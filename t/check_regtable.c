@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "unitutil.h"
 
 #define PAGES 64U
 
@@ -27,8 +27,7 @@ static void
 reg_setup(void)
 {
 	tu_setup();
-	ck_assert_int_eq(tu_pool_create(tu_dir, PAGES * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS,
-			&p), 0);
+	unit_holder_pool(PAGES, &p, NULL);
 }
 
 static void

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "unitutil.h"
 
 #define PAGES 64U
 /* A wait that is to time out: a few of the ring's 20 ms slices. */
@@ -35,8 +35,7 @@ ring_setup(void)
 	struct mkv_pool *w;
 
 	tu_setup();
-	ck_assert_int_eq(tu_pool_create(tu_dir, PAGES * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS,
-			&w), 0);
+	unit_holder_pool(PAGES, &w, NULL);
 	mkv_pool_close(&w);
 	ck_assert_int_eq(tu_pool_open(tu_dir, MKV_RDONLY, &a), 0);
 	ck_assert_int_eq(tu_pool_open(tu_dir, MKV_RDONLY, &b), 0);
