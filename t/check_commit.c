@@ -4,7 +4,8 @@
  * holder in one process: batches of requests applied in one registry txn,
  * each with its own result; deletes through quarantine; the replay of a
  * request the registry recorded as applied; eviction and watermarks by
- * their percents; bad requests refused without failing their batch-mates.
+ * their percents; bad requests refused without failing their batch-mates;
+ * a superseded holder's batch not applied at all.
  *
  * The test's handle opens the pool first and so holds the lease; it calls
  * mkv_commit() with h.lock held, as the service thread and the write path
@@ -443,6 +444,43 @@ START_TEST(test_a_page_table_at_odds_with_the_registry_is_corrupt)
 }
 END_TEST
 
+/* Set the generation stored in the registry's meta, behind the holder's back. */
+static void
+registry_generation(uint64_t gen)
+{
+	struct mkv_txn *t;
+
+	ck_assert_int_eq(mkv_reg_wtxn(p, &t), 0);
+	ck_assert_int_eq(mkv_reg_meta_put(p, t, "generation", gen), 0);
+	ck_assert_int_eq(mkv_reg_wtxn_end(p, t, true), 0);
+}
+
+START_TEST(test_a_fenced_holder_applies_nothing)
+{
+	struct mkv_extent e = granted(1);
+	struct mkv_req b[2] = { publish_req("late", e, 10), grant_req(2) };
+	uint64_t txn = mkv_reg_last_txn(p), free_pages = p->h.free_pages;
+
+	/* a newer holder's token in the registry: this holder is superseded */
+	registry_generation(p->h.generation + 1);
+	ck_assert_int_eq(commit(b, 2), MKV_E_FENCED);
+	ck_assert_int_eq(b[0].result, MKV_E_FENCED);
+	ck_assert_int_eq(b[1].result, MKV_E_FENCED);
+	ck_assert_uint_eq(mkv_reg_last_txn(p), txn + 1);
+	ck_assert(mkv_pages_are(p, &e, words.live));
+	ck_assert_uint_eq(p->h.free_pages, free_pages);
+	ck_assert_int_eq(mkv_exists(p, "late", 4), 0);
+	/* the token restored, the same batch goes through */
+	registry_generation(p->h.generation);
+	b[0] = publish_req("late", e, 10);
+	b[1] = grant_req(2);
+	ck_assert_int_eq(commit(b, 2), 0);
+	ck_assert_int_eq(b[0].result, 0);
+	ck_assert_int_eq(b[1].result, 0);
+	ck_assert(mkv_pages_are(p, &e, words.used));
+}
+END_TEST
+
 static Suite *
 commit_suite(void)
 {
@@ -459,6 +497,7 @@ commit_suite(void)
 	tcase_add_test(tc, test_evict_by_percent);
 	tcase_add_test(tc, test_bad_requests_fail_alone);
 	tcase_add_test(tc, test_a_page_table_at_odds_with_the_registry_is_corrupt);
+	tcase_add_test(tc, test_a_fenced_holder_applies_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
