@@ -49,20 +49,6 @@ static const struct tu_opts g_opts = { .data_size = (uint64_t)G_PAGES * G_PAGE, 
 /* The pool of the current round. */
 static char pool_path[512];
 
-/* H: open first (taking the lease), then serve until killed. */
-static int
-run_holder(int cmd, int ev, void *arg)
-{
-	struct mkv_pool *pool;
-
-	(void)cmd, (void)arg;
-	if (tu_open(pool_path, 0, &g_opts, &pool) < 0)
-		return 10;
-	tu_write_byte(ev, 'o');
-	for (;;)
-		pause();
-}
-
 /* A: open; on 'a' allocate and fill its buffer; on 'p' publish it. */
 static int
 run_a(int cmd, int ev, void *arg)
@@ -177,7 +163,7 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 	mkv_pool_close(&mon);
 
 	/* H opens first and takes the lease; A and B in the slot order wanted */
-	tu_child_start(&h, run_holder, NULL);
+	tu_child_start(&h, tu_stay, &(struct tu_stay){ pool_path, &g_opts });
 	tu_child_expect(&h, "H", 'o', 20);
 	if (b_first) {
 		tu_child_start(&b, run_b, &ba);

@@ -11,14 +11,12 @@
  * (tu_fail); values carry the key's pattern (tu_fill).
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/file.h>
 
 #include "testutil.h"
 
@@ -385,7 +383,6 @@ START_TEST(test_async_publish_of_a_fenced_holder_goes_to_its_successor)
 	struct mkv_client cl[TU_MAX_CLIENTS];
 	struct mkv_pool *pool;
 	struct mkv_stat st;
-	char super[600];
 	size_t n, i;
 	int fd, rc, b_holds = 0;
 
@@ -398,10 +395,7 @@ START_TEST(test_async_publish_of_a_fenced_holder_goes_to_its_successor)
 	tu_child_expect(&b, "B", 'o', 20);
 
 	/* A's publish waits for the lock we hold, and is stopped there */
-	snprintf(super, sizeof(super), "%s/super", tu_path);
-	fd = open(super, O_RDONLY | O_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	fd = tu_lock_writers(tu_path);
 	tu_write_byte(a.cmd, 'p');
 	tu_sleep_ms(F_PERIOD / 20);
 	ck_assert_int_eq(tu_stop(a.pid, 10), 0);

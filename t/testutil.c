@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -76,14 +77,21 @@ tu_tmpdir_free(char **dir)
 	*dir = NULL;
 }
 
-char *
-tu_pool_path(const char *dir)
+/* "<dir>/<name>" in a malloc'd string. */
+static char *
+path_in(const char *dir, const char *name)
 {
 	char *path;
 
-	if (asprintf(&path, "%s/pool", dir) < 0)
+	if (asprintf(&path, "%s/%s", dir, name) < 0)
 		return NULL;
 	return path;
+}
+
+char *
+tu_pool_path(const char *dir)
+{
+	return path_in(dir, "pool");
 }
 
 int
@@ -896,6 +904,36 @@ tu_registry_end(MDB_env *env, MDB_txn *txn)
 	mdb_env_close(env);
 }
 
+/* ---- holding what other processes need ---- */
+
+int
+tu_lock_writers(const char *path)
+{
+	char *super = path_in(path, "super");
+	int fd;
+
+	ck_assert_ptr_nonnull(super);
+	fd = open(super, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s: %s", super, strerror(errno));
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	free(super);
+	return fd;
+}
+
+int
+tu_stay(int cmd, int ev, void *arg)
+{
+	const struct tu_stay *st = arg;
+	struct mkv_pool *pool;
+
+	(void)cmd;
+	if (tu_open(st->path, 0, st->o, &pool) < 0)
+		return 10;
+	tu_write_byte(ev, 'o');
+	for (;;)
+		pause();
+}
+
 /* ---- the lease log ---- */
 
 static int log_fd = -1;
@@ -922,11 +960,7 @@ log_line(enum mkv_log_level level, const char *msg, void *arg)
 char *
 tu_log_path(const char *dir)
 {
-	char *p;
-
-	if (asprintf(&p, "%s/lease.log", dir) < 0)
-		return NULL;
-	return p;
+	return path_in(dir, "lease.log");
 }
 
 int

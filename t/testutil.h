@@ -249,6 +249,24 @@ long tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *nex
  */
 int tu_churn(struct mkv_pool *pool, const char *prefix, int rounds);
 
+/* ---- holding what other processes need ---- */
+
+/**
+ * flock() super of the pool at @p path, as every writer does around a
+ * registry write: the lock a writer stopped inside one would keep.  The
+ * descriptor; closing it lets go.  Asserts.
+ */
+int tu_lock_writers(const char *path);
+/** The pool tu_stay() opens, and how. */
+struct tu_stay {
+	const char *path;
+	const struct tu_opts *o;
+};
+/** A child for tu_child_start(): open the pool of a struct tu_stay (a
+ * writer takes a free lease), send 'o' and stay until killed; 10 if the
+ * open failed. */
+int tu_stay(int cmd, int ev, void *arg);
+
 /* ---- the lease log ---- */
 
 /** "<dir>/lease.log" in a malloc'd string. */
