@@ -30,6 +30,15 @@
  *    Close it and open the pool again.
  *  - Waits are bounded.  A call that needs the lease holder and gets no
  *    answer within 30 lease periods fails with MKV_E_TIMEDOUT.
+ *  - A call that reads the registry fails as its registry read transaction
+ *    can: MKV_E_CORRUPT (a registry page is damaged), MKV_E_USERS (every
+ *    reader slot of the registry is taken), MKV_E_NOMEM, MKV_E_INTERNAL (an
+ *    unexpected failure inside LMDB).  The lists below call these "the
+ *    registry read's errors".  A write is applied by the lease holder (this
+ *    handle, or another process's) in a registry write transaction, which
+ *    can fail with MKV_E_NOMEM, MKV_E_CORRUPT (the registry or the page
+ *    table is damaged), MKV_E_IO (the registry could not be written) and
+ *    MKV_E_INTERNAL: "the registry write's errors".
  *  - The library never writes to stdout or stderr.
  */
 #ifndef MARUKV_H
@@ -354,12 +363,13 @@ MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
  * MKV_NODE_NAME_MAX), MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL
  * (something else is there), MKV_E_CORRUPT (damaged or truncated pool),
  * MKV_E_VERSION (unknown format version), MKV_E_NOSPC (no room to
- * create), MKV_E_USERS (no free client slot, or the node table is full of
- * live nodes), MKV_E_PERM (an unsafe directory or file, or a group the
- * caller cannot give files to), MKV_E_TIMEDOUT (another process held the
- * pool directory's lock for a minute), MKV_E_NOMEM, -EACCES (a file the
- * caller may not open as needed; the message names it) and other -errno
- * from the filesystem.
+ * create), MKV_E_USERS (no free client slot, the node table is full of
+ * live nodes, or every reader slot of the registry is taken), MKV_E_PERM
+ * (an unsafe directory or file, or a group the caller cannot give files
+ * to), MKV_E_TIMEDOUT (another process held the pool directory's lock for
+ * a minute), MKV_E_NOMEM, MKV_E_INTERNAL (an unexpected failure inside
+ * LMDB or libpmem2), -EACCES (a file the caller may not open as needed;
+ * the message names it) and other -errno from the filesystem.
  */
 MKV_EXPORT int mkv_pool_open(const char *path, unsigned flags,
 		const struct mkv_opts *opts, struct mkv_pool **out);
@@ -372,7 +382,7 @@ MKV_EXPORT int mkv_pool_open(const char *path, unsigned flags,
 MKV_EXPORT void mkv_pool_close(struct mkv_pool **pool);
 /**
  * Current figures of the pool, read in one registry snapshot.
- * Errors: MKV_E_INVAL, MKV_E_INTERNAL.
+ * Errors: MKV_E_INVAL, MKV_E_EXPIRED, and the registry read's errors.
  */
 MKV_EXPORT int mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st);
 /**
@@ -409,8 +419,8 @@ struct mkv_verify {
  * outside its map) is reported as the one problem, before anything is read
  * through LMDB.
  * Returns 0 if there is no problem, MKV_E_CORRUPT if there are (see
- * @p report); MKV_E_INVAL (a NULL argument, unknown flags), MKV_E_NOMEM,
- * MKV_E_INTERNAL if the check could not run.
+ * @p report); MKV_E_INVAL (a NULL argument, unknown flags), MKV_E_EXPIRED,
+ * MKV_E_NOMEM, or the registry read's errors if the check could not run.
  */
 MKV_EXPORT int mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report);
 
@@ -435,7 +445,8 @@ struct mkv_reclaim {
  * watches them for up to that long before it judges.
  * Errors: MKV_E_INVAL (NULL, unknown flags), MKV_E_RDONLY (without
  * MKV_DRY_RUN), MKV_E_NOSPC (registry full, as for mkv_del()),
- * MKV_E_INTERNAL.
+ * MKV_E_EXPIRED, MKV_E_TIMEDOUT, MKV_E_NOMEM, and the registry write's
+ * errors.
  */
 MKV_EXPORT int mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *report);
 
@@ -453,7 +464,8 @@ struct mkv_evict {
  * stay valid.  With MKV_DRY_RUN, the same policy runs over a snapshot and
  * only counts.  Errors: MKV_E_INVAL (percent over 100, NULL, unknown
  * flags), MKV_E_RDONLY (without MKV_DRY_RUN), MKV_E_NOSPC (registry full,
- * as for mkv_del()), MKV_E_NOMEM, MKV_E_INTERNAL.
+ * as for mkv_del()), MKV_E_EXPIRED, MKV_E_TIMEDOUT, MKV_E_NOMEM, and the
+ * registry read's and write's errors.
  */
 MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned flags,
 		struct mkv_evict *report);
@@ -461,7 +473,8 @@ MKV_EXPORT int mkv_pool_evict(struct mkv_pool *pool, unsigned free_pct, unsigned
 /**
  * Change the pool's eviction watermarks (see mkv_opts_set_watermarks()),
  * through the lease holder.  Errors: MKV_E_INVAL, MKV_E_RDONLY, MKV_E_NOSPC
- * (registry full, as for mkv_del()).
+ * (registry full, as for mkv_del()), MKV_E_EXPIRED, MKV_E_TIMEDOUT, and the
+ * registry write's errors.
  */
 MKV_EXPORT int mkv_pool_set_watermarks(struct mkv_pool *pool, unsigned low_pct,
 		unsigned high_pct);
@@ -482,7 +495,8 @@ struct mkv_client {
 };
 /**
  * The clients of the pool: up to @p max entries into @p out, the number of
- * clients in use into *n (may exceed max).  Errors: MKV_E_INVAL, MKV_E_NOMEM.
+ * clients in use into *n (may exceed max).  Errors: MKV_E_INVAL, MKV_E_EXPIRED,
+ * MKV_E_NOMEM.
  */
 MKV_EXPORT int mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max,
 		size_t *n);
@@ -499,23 +513,29 @@ MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
  * pages, contiguous).  Fill it, then mkv_publish() or mkv_abort() it.
  * When no run of free pages is long enough, the holder evicts cold values
  * at once and the call waits for it.
- * Errors: MKV_E_INVAL (len 0), MKV_E_NOSPC (no run of free pages that
- * long even after eviction: what is left is pinned by views, or granted),
- * MKV_E_RDONLY, MKV_E_EXPIRED, MKV_E_TIMEDOUT.
+ * Errors: MKV_E_INVAL (len 0, a NULL argument), MKV_E_NOSPC (len is more
+ * than the pool holds, or no run of free pages is that long even after
+ * eviction: what is left is pinned by views, or granted), MKV_E_RDONLY,
+ * MKV_E_EXPIRED, MKV_E_TIMEDOUT, and the registry write's errors (of the
+ * grant of pages).
  */
 MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf);
 /**
  * Make the buffer's contents durable and visible under @p key.  The bytes
  * are persisted before the key is registered, so any process that finds
  * the key sees every byte.  Returns once the registration is committed.
- * On success, on MKV_E_EXISTS and on MKV_E_TIMEDOUT the buffer is
- * consumed (zeroed); on any other error it stays the caller's, to retry or
- * mkv_abort().
+ * On success, on MKV_E_EXISTS and on MKV_E_TIMEDOUT from the lease holder
+ * of another handle the buffer is consumed (zeroed); on any other error it
+ * stays the caller's, to retry or mkv_abort().
  * Errors: MKV_E_INVAL (key length; a buffer not from mkv_alloc() on this
  * handle, published or aborted already, or with a length raised),
  * MKV_E_EXISTS (the key is published already), MKV_E_NOSPC (registry
  * full), MKV_E_RDONLY, MKV_E_EXPIRED, MKV_E_TIMEDOUT (no answer from the
- * lease holder: the publish may still take effect later).
+ * lease holder: the publish may still take effect later; or, when this
+ * handle holds the lease, another writer kept the registry's write lock
+ * for a quarter lease period: nothing was written), MKV_E_VERSION (the
+ * key's registry entry is of a version this library does not know), and
+ * the registry write's errors.
  */
 MKV_EXPORT int mkv_publish(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_buf *buf);
@@ -530,8 +550,9 @@ struct mkv_ticket {
  * before this returns.  A handle has a bounded number of publishes in
  * flight; past it this call waits for the oldest.  Each ticket must be
  * waited for exactly once, on the same handle.
- * Errors: as mkv_publish() for argument checks; the registration's own
- * outcome comes from mkv_wait().
+ * Errors: as mkv_publish() for argument checks (MKV_E_INVAL, MKV_E_RDONLY,
+ * MKV_E_EXPIRED), MKV_E_TIMEDOUT (no request entry of the handle came
+ * free); the registration's own outcome comes from mkv_wait().
  */
 MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_buf *buf, struct mkv_ticket *ticket);
@@ -541,7 +562,8 @@ MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t 
  * except on MKV_E_TIMEDOUT, after which it may be waited for again.  The
  * pages of a publish that failed stay granted to the handle, for its next
  * mkv_alloc().
- * Errors also: MKV_E_INVAL (not a pending ticket of this handle).
+ * Errors also: MKV_E_INVAL (not a pending ticket of this handle),
+ * MKV_E_EXPIRED.
  */
 MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
 /**
@@ -557,7 +579,8 @@ MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
  * the others stay the caller's, to retry or mkv_abort().
  * Errors: MKV_E_INVAL (NULL argument, bad key or parent, a buffer not from
  * this pool), MKV_E_NOSPC (registry full), MKV_E_RDONLY, MKV_E_EXPIRED,
- * MKV_E_TIMEDOUT; the first error is returned.
+ * MKV_E_TIMEDOUT, MKV_E_VERSION (as for mkv_publish()), MKV_E_NOMEM, and
+ * the registry write's errors; the first error is returned.
  */
 MKV_EXPORT int mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 		const struct mkv_key *keys, struct mkv_buf *bufs, size_t n);
@@ -569,7 +592,8 @@ MKV_EXPORT int mkv_publish_chain(struct mkv_pool *pool, const void *parent, size
 MKV_EXPORT int mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf);
 /**
  * Copying write: mkv_alloc(), memcpy, mkv_publish() in one call.
- * Errors: those of mkv_alloc() and mkv_publish().
+ * Errors: those of mkv_alloc() and mkv_publish() (MKV_E_INVAL also for a
+ * NULL value).
  */
 MKV_EXPORT int mkv_put(struct mkv_pool *pool, const void *key, size_t klen,
 		const void *val, size_t len);
@@ -577,7 +601,9 @@ MKV_EXPORT int mkv_put(struct mkv_pool *pool, const void *key, size_t klen,
  * Delete a key.  Its pages are reused only after every view of it is
  * released.  Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_RDONLY,
  * MKV_E_NOSPC (the registry had no page for the commit for a lease period:
- * see marukv(7), "A registry reserve"), MKV_E_EXPIRED, MKV_E_TIMEDOUT.
+ * see marukv(7), "A registry reserve"), MKV_E_EXPIRED, MKV_E_TIMEDOUT (as
+ * for mkv_publish()), MKV_E_VERSION (the key's registry entry is of an
+ * unknown version), and the registry write's errors.
  */
 MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
 /** @} */
@@ -589,7 +615,8 @@ MKV_EXPORT int mkv_del(struct mkv_pool *pool, const void *key, size_t klen);
  * on the same handle; until then its bytes stay as they were published.
  * Errors: MKV_E_INVAL, MKV_E_NOTFOUND, MKV_E_EXPIRED, MKV_E_CORRUPT (the
  * registry entry is damaged; with MKV_VERIFY, the bytes do not match their
- * checksum), MKV_E_VERSION (an entry of an unknown version), MKV_E_NOMEM.
+ * checksum), MKV_E_VERSION (an entry of an unknown version), MKV_E_NOMEM,
+ * and the registry read's errors.
  */
 MKV_EXPORT int mkv_get(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_view *view);
@@ -603,14 +630,14 @@ MKV_EXPORT int mkv_get(struct mkv_pool *pool, const void *key, size_t klen,
 MKV_EXPORT int mkv_release(struct mkv_pool *pool, struct mkv_view *view);
 /**
  * 1 if @p key is published, 0 if not, negative on error (MKV_E_INVAL,
- * MKV_E_EXPIRED, MKV_E_CORRUPT).
+ * MKV_E_EXPIRED, and the registry read's errors).
  */
 MKV_EXPORT int mkv_exists(struct mkv_pool *pool, const void *key, size_t klen);
 /**
  * How many leading keys of @p keys are published, looked up in one
  * registry snapshot: *hits = i such that keys[0..i-1] exist and keys[i]
  * does not (or n).  Errors: MKV_E_INVAL (a NULL argument, a bad key),
- * MKV_E_EXPIRED, MKV_E_CORRUPT.
+ * MKV_E_EXPIRED, and the registry read's errors.
  */
 MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, size_t *hits);

@@ -25,9 +25,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -42,75 +39,19 @@
 
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define FT_SANITIZED 1
-#endif
-#endif
-#ifndef FT_SANITIZED
-#define FT_SANITIZED 0
-#endif
-
-static unsigned
-ft_env(const char *name, unsigned def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? (unsigned)strtoul(v, NULL, 0) : def;
-}
-
 /*
- * Open <dir>/pool on @p node; with MKV_CREATE, 4 KiB pages, @p data_size,
- * 16 clients, lease period 200 ms and client timeout @p timeout_ms.
+ * Open the pool at @p path on @p node; with MKV_CREATE, 4 KiB pages,
+ * @p data_size, 16 clients, lease period 200 ms and client timeout
+ * @p timeout_ms.
  */
 static int
-ft_open(const char *dir, unsigned flags, const char *node, uint64_t data_size,
+ft_open(const char *path, unsigned flags, const char *node, uint64_t data_size,
 		uint32_t timeout_ms, struct mkv_pool **pool)
 {
-	struct mkv_opts *opts = NULL;
-	char *path;
-	int rc;
+	struct tu_opts o = { .data_size = data_size, .lease_ms = 200,
+			.client_timeout_ms = timeout_ms, .node = node };
 
-	*pool = NULL;
-	if ((rc = mkv_opts_new(&opts)) < 0)
-		return rc;
-	if (flags & MKV_CREATE) {
-		if ((rc = mkv_opts_set_page_size(opts, TU_PAGE_SIZE)) < 0 ||
-		    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
-		    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
-		    (rc = mkv_opts_set_max_clients(opts, 16)) < 0 ||
-		    (rc = mkv_opts_set_lease_period(opts, 200)) < 0 ||
-		    (rc = mkv_opts_set_client_timeout(opts, timeout_ms)) < 0)
-			goto out;
-	}
-	if ((rc = mkv_opts_set_node(opts, node)) < 0)
-		goto out;
-	if ((path = tu_pool_path(dir)) == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = mkv_pool_open(path, flags, opts, pool);
-	free(path);
-out:
-	mkv_opts_delete(&opts);
-	return rc;
-}
-
-/* mkv_pool_verify(DEEP) must find no problem; @p ctx for the message. */
-static void
-ft_verify_clean(struct mkv_pool *pool, const char *ctx)
-{
-	struct mkv_verify rep;
-	int rc;
-
-	memset(&rep, 0xa5, sizeof(rep));
-	rc = mkv_pool_verify(pool, MKV_VERIFY_DEEP, &rep);
-	ck_assert_msg(rc == 0 && rep.problems == 0,
-			"%s: mkv_pool_verify(DEEP) = %d (%s), problems %llu, first \"%.200s\" (%s)",
-			ctx, rc, mkv_strerror(rc), (unsigned long long)rep.problems,
-			rc == 0 || rc == MKV_E_CORRUPT ? rep.first_problem : "", mkv_errormsg());
+	return tu_open(path, flags, &o, pool);
 }
 
 /* ===================================================================== */
@@ -193,7 +134,7 @@ START_TEST(test_create_larger_than_free_space_is_nospc)
 			(unsigned long long)avail,
 			(unsigned long long)after.f_bavail * after.f_frsize);
 	/* a pool that fits is made there afterwards */
-	TU_OK(ft_open(tu_dir, MKV_CREATE, "a", TU_DATA_SIZE, 500, &pool));
+	TU_OK(ft_open(tu_path, MKV_CREATE, "a", TU_DATA_SIZE, 500, &pool));
 	TU_OK(tu_put(pool, "k", 1, 100));
 	ck_assert_int_eq(tu_check(pool, "k", 1, 100), 0);
 	mkv_pool_close(&pool);
@@ -219,15 +160,9 @@ struct rg_sh {
 	int loops[1 + RG_LOOPERS];
 };
 
-static size_t
-rg_key(char *out, const char *prefix, unsigned i)
-{
-	return tu_key(out, prefix, i);
-}
-
 /* Holds 16 views (and a reset read transaction) until killed. */
 static int
-rg_holder(const char *dir, struct rg_sh *sh)
+rg_holder(const char *path, struct rg_sh *sh)
 {
 	struct mkv_view v[16];
 	struct mkv_pool *pool;
@@ -236,10 +171,10 @@ rg_holder(const char *dir, struct rg_sh *sh)
 	unsigned i;
 	int rc;
 
-	if ((rc = ft_open(dir, MKV_RDONLY, "b", 0, 0, &pool)) < 0)
+	if ((rc = ft_open(path, MKV_RDONLY, "b", 0, 0, &pool)) < 0)
 		return 10;
 	for (i = 0; i < 16; i++) {
-		klen = rg_key(key, "base-", i);
+		klen = tu_key(key, "base-", i);
 		memset(&v[i], 0, sizeof(v[i]));
 		if (mkv_get(pool, key, klen, &v[i]) != 0)
 			return 11;
@@ -254,7 +189,7 @@ rg_holder(const char *dir, struct rg_sh *sh)
 
 /* Reads in a tight loop, in and out of read transactions, until killed. */
 static int
-rg_looper(const char *dir, struct rg_sh *sh, unsigned me, const char *node)
+rg_looper(const char *path, struct rg_sh *sh, unsigned me, const char *node)
 {
 	struct mkv_key keys[RG_BASE];
 	struct mkv_view v[RG_BASE];
@@ -263,11 +198,11 @@ rg_looper(const char *dir, struct rg_sh *sh, unsigned me, const char *node)
 	size_t hits, found, i;
 	unsigned n = 0;
 
-	if (ft_open(dir, MKV_RDONLY, node, 0, 0, &pool) < 0)
+	if (ft_open(path, MKV_RDONLY, node, 0, 0, &pool) < 0)
 		return 20;
 	for (i = 0; i < RG_BASE; i++) {
 		keys[i].data = kb[i];
-		keys[i].len = rg_key(kb[i], "base-", (unsigned)i);
+		keys[i].len = tu_key(kb[i], "base-", (unsigned)i);
 	}
 	__atomic_store_n(&sh->ready[me], 1, __ATOMIC_SEQ_CST);
 	for (;;) {
@@ -314,9 +249,9 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 	int rc;
 	double end;
 
-	TU_OK(ft_open(tu_dir, MKV_CREATE, "a", TU_DATA_SIZE, 300, &pool));
+	TU_OK(ft_open(tu_path, MKV_CREATE, "a", TU_DATA_SIZE, 300, &pool));
 	for (i = 0; i < RG_BASE; i++) {
-		klen = rg_key(key, "base-", i);
+		klen = tu_key(key, "base-", i);
 		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
 	}
 	mkv_pool_close(&pool);
@@ -324,12 +259,12 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 	pids[0] = tu_fork();
 	ck_assert_int_ge(pids[0], 0);
 	if (pids[0] == 0)
-		_exit(rg_holder(tu_dir, sh));
+		_exit(rg_holder(tu_path, sh));
 	for (r = 1; r <= RG_LOOPERS; r++) {
 		pids[r] = tu_fork();
 		ck_assert_int_ge(pids[r], 0);
 		if (pids[r] == 0)
-			_exit(rg_looper(tu_dir, sh, r, r == RG_LOOPERS ? "b" : "a"));
+			_exit(rg_looper(tu_path, sh, r, r == RG_LOOPERS ? "b" : "a"));
 	}
 	end = tu_now() + 10;
 	for (r = 0; r <= RG_LOOPERS; r++)
@@ -353,13 +288,13 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 	ck_assert_int_eq(tu_wait(pids[0]), 128 + SIGKILL);
 
 	/* a writer (the lease holder) puts and deletes, round after round */
-	TU_OK(ft_open(tu_dir, 0, "a", 0, 0, &pool));
+	TU_OK(ft_open(tu_path, 0, "a", 0, 0, &pool));
 	for (round = 1; round <= RG_ROUNDS; round++) {
 		char prefix[32];
 
 		snprintf(prefix, sizeof(prefix), "r%u-", round);
 		for (i = 0; i < RG_PER_ROUND; i++) {
-			klen = rg_key(key, prefix, i);
+			klen = tu_key(key, prefix, i);
 			rc = tu_put(pool, key, klen, TU_PAGE_SIZE);
 			/* quarantine is released as pins go: the dead of node b are
 			 * dead after the client timeout (300 ms) of watching */
@@ -380,7 +315,7 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 					(unsigned long long)st.pages_quarantined, st.clients);
 		}
 		for (i = 0; i < RG_PER_ROUND; i++) {
-			klen = rg_key(key, prefix, i);
+			klen = tu_key(key, prefix, i);
 			TU_OK(mkv_del(pool, key, klen));
 		}
 		tu_stat(pool, &st);
@@ -396,10 +331,10 @@ START_TEST(test_killed_reader_in_read_txn_does_not_grow_registry)
 				(unsigned long long)st.pages_quarantined);
 	}
 	for (i = 0; i < RG_BASE; i++) {
-		klen = rg_key(key, "base-", i);
+		klen = tu_key(key, "base-", i);
 		ck_assert_int_eq(tu_check(pool, key, klen, TU_PAGE_SIZE), 0);
 	}
-	ft_verify_clean(pool, "after the rounds");
+	tu_verify_clean(pool, MKV_VERIFY_DEEP, NULL, "after the rounds");
 	/* the holder reclaims the dead on its own, once a lease period: wait for it */
 	for (i = 0; i < 60; i++) {
 		tu_stat(pool, &st);
@@ -510,8 +445,7 @@ fault_child(const char *dir, const char *tag)
 	static char path[PATH_MAX], key[6][64], what[128];
 	static size_t klen[6], vlen[6];
 	static int published[6];
-	void (*arm)(void), (*disarm)(void);
-	unsigned long (*calls)(void), (*failed)(void);
+	struct tu_fi fi;
 	struct mkv_opts *opts = NULL;
 	struct mkv_pool *pool = NULL;
 	struct mkv_buf b;
@@ -525,11 +459,7 @@ fault_child(const char *dir, const char *tag)
 
 	signal(SIGALRM, fc_on_alarm);
 	alarm(4);
-	arm = (void (*)(void))dlsym(RTLD_DEFAULT, "fi_arm");
-	disarm = (void (*)(void))dlsym(RTLD_DEFAULT, "fi_disarm");
-	calls = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "fi_calls");
-	failed = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "fi_failed");
-	if (!arm || !disarm || !calls || !failed) {
+	if (tu_fi_find(&fi) < 0) {
 		fc_say("the interposer is not loaded");
 		return 90;
 	}
@@ -541,7 +471,7 @@ fault_child(const char *dir, const char *tag)
 		keys[i].len = klen[i];
 	}
 
-	arm();
+	fi.arm();
 	fc_stage = "mkv_pool_open";
 	if ((rc = fc_check("mkv_opts_new", mkv_opts_new(&opts), 2)) == 0 &&
 	    (rc = fc_check("mkv_opts_set_node", mkv_opts_set_node(opts, "a"), 2)) == 0)
@@ -624,97 +554,22 @@ fault_child(const char *dir, const char *tag)
 	mkv_pool_close(&pool);
 out:
 	fc_stage = "end";
-	disarm();
-	fc_say("calls=%lu failed=%lu errors=%d", calls(), failed(), fc_errors);
+	fi.disarm();
+	fc_say("calls=%lu failed=%lu errors=%d", fi.calls(), fi.failed(), fc_errors);
 	return 0;
 }
 
-/* The interposer's path, or NULL. */
-static const char *
-ft_injector(void)
-{
-	static char path[PATH_MAX];
-	const char *p = getenv("MKV_FAULTINJECT");
-
-	if (p == NULL || *p == '\0')
-		p = "t/.libs/faultinject.so";
-	if (realpath(p, path) == NULL)
-		return NULL;
-	return path;
-}
-
 /*
- * Run the child under the interposer: FI_FUNC=@p func FI_NTH=@p k
- * FI_MODE=@p mode.  Its exit status (128 + signal when killed, -2 if it
- * did not end in 10 s); its output into @p out.
+ * Run the child under the interposer @p so (tu_run_injected()) on the
+ * pool in @p dir, its keys named after @p tag.
  */
 static int
 ft_run(const char *so, const char *dir, const char *tag, const char *func, unsigned long k,
 		const char *mode, char *out, size_t size)
 {
-	char nth[32];
-	const char *p;
-	int fds[2], status;
-	size_t used = 0;
-	ssize_t n;
-	pid_t pid;
-	double end;
+	char *const argv[] = { "check_faults", "--fault-child", (char *)dir, (char *)tag, NULL };
 
-	out[0] = '\0';
-	ck_assert_int_eq(pipe(fds), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(fds[0]);
-		dup2(fds[1], 1);
-		close(fds[1]);
-		snprintf(nth, sizeof(nth), "%lu", k);
-		setenv("FI_FUNC", func, 1);
-		setenv("FI_NTH", nth, 1);
-		setenv("FI_MODE", mode, 1);
-		p = getenv("MKV_TEST_FAULT_SPARE");
-		setenv("FI_SPARE", p ? p : "libpmem2", 1);
-		setenv("LD_PRELOAD", so, 1);
-		unsetenv("MARUKV_LOG");
-		execl("/proc/self/exe", "check_faults", "--fault-child", dir, tag, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	fcntl(fds[0], F_SETFL, O_NONBLOCK);
-	end = tu_now() + 10;
-	for (;;) {
-		char scratch[512];
-
-		if (used < size - 1)
-			n = read(fds[0], out + used, size - 1 - used);
-		else
-			n = read(fds[0], scratch, sizeof(scratch));  /* the rest: dropped */
-		if (n > 0) {
-			if (used < size - 1)
-				used += (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			break;
-		if (errno != EAGAIN && errno != EINTR)
-			break;
-		if (tu_now() > end) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		tu_sleep_ms(1);
-	}
-	out[used] = '\0';
-	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (tu_now() > end)
-		return -2;
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return -1;
+	return tu_run_injected(so, func, k, mode, argv, out, size);
 }
 
 static unsigned long
@@ -732,22 +587,22 @@ START_TEST(test_injected_faults_fail_cleanly)
 		"mdb_txn_commit", "mdb_env_open",
 	};
 	static const char *const modes[] = { "once", "persistent" };
-	unsigned maxk = ft_env("MKV_TEST_FAULT_MAXK", 24);
-	double budget = (double)ft_env("MKV_TEST_FAULT_BUDGET", 60);
+	unsigned maxk = tu_env("MKV_TEST_FAULT_MAXK", 24);
+	double budget = (double)tu_env("MKV_TEST_FAULT_BUDGET", 60);
 	int out_of_time = 0;
 	unsigned long runs = 0, clean_errors = 0, injected = 0, calls, k, ks[64];
 	unsigned f, m, j, nk, bad = 0, hangs = 0;
 	const char *so;
 	struct mkv_pool *pool;
-	char out[4096], dir[PATH_MAX], tag[32], ctx[160], first_bad[1024] = "";
+	char out[4096], dir[PATH_MAX], path[PATH_MAX + 8], tag[32], ctx[160], first_bad[1024] = "";
 	double t0 = tu_now();
 	int rc;
 
-	if (FT_SANITIZED) {
+	if (TU_SANITIZED) {
 		printf("fault injection: skipped under a sanitizer (it interposes malloc)\n");
 		return;
 	}
-	so = ft_injector();
+	so = tu_injector();
 	if (so == NULL) {
 		printf("fault injection: no t/.libs/faultinject.so (MKV_FAULTINJECT): skipped\n");
 		return;
@@ -756,8 +611,9 @@ START_TEST(test_injected_faults_fail_cleanly)
 		maxk = 64;
 	for (f = 0; f < sizeof(funcs) / sizeof(funcs[0]); f++) {
 		snprintf(dir, sizeof(dir), "%s/%s", tu_dir, funcs[f]);
+		snprintf(path, sizeof(path), "%s/pool", dir);
 		ck_assert_int_eq(mkdir(dir, 0700), 0);
-		TU_OK(ft_open(dir, MKV_CREATE, "a", TU_DATA_SIZE, 500, &pool));
+		TU_OK(ft_open(path, MKV_CREATE, "a", TU_DATA_SIZE, 500, &pool));
 		mkv_pool_close(&pool);
 		/* how many calls a clean run makes */
 		snprintf(tag, sizeof(tag), "c-");
@@ -815,10 +671,10 @@ START_TEST(test_injected_faults_fail_cleanly)
 					injected += fl ? strtoul(fl + 7, NULL, 10) : 0;
 				}
 				/* without the interposer: opens, verifies clean */
-				rc = ft_open(dir, MKV_RDONLY, "a", 0, 0, &pool);
+				rc = ft_open(path, MKV_RDONLY, "a", 0, 0, &pool);
 				ck_assert_msg(rc == 0, "%s: the pool does not open afterwards: %s: %s",
 						ctx, mkv_strerror(rc), mkv_errormsg());
-				ft_verify_clean(pool, ctx);
+				tu_verify_clean(pool, MKV_VERIFY_DEEP, NULL, ctx);
 				mkv_pool_close(&pool);
 			}
 		}

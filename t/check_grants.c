@@ -42,45 +42,12 @@ struct gshared {
 	char b_msg[256];
 };
 
-static int
-open_pool(const char *path, unsigned flags, struct mkv_pool **pool)
-{
-	struct mkv_opts *opts = NULL;
-	int rc;
-
-	*pool = NULL;
-	if ((rc = mkv_opts_new(&opts)) < 0)
-		return rc;
-	if ((rc = mkv_opts_set_page_size(opts, G_PAGE)) < 0 ||
-	    (rc = mkv_opts_set_data_size(opts, (uint64_t)G_PAGES * G_PAGE)) < 0 ||
-	    (rc = mkv_opts_set_max_clients(opts, G_CLIENTS)) < 0 ||
-	    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
-	    (rc = mkv_opts_set_lease_period(opts, G_LEASE_MS)) < 0 ||
-	    (rc = mkv_opts_set_node(opts, G_NODE)) < 0) {
-		mkv_opts_delete(&opts);
-		return rc;
-	}
-	rc = mkv_pool_open(path, flags, opts, pool);
-	mkv_opts_delete(&opts);
-	return rc;
-}
+/* The pools here: G_PAGES pages, G_CLIENTS slots, lease G_LEASE_MS, every handle on G_NODE. */
+static const struct tu_opts g_opts = { .data_size = (uint64_t)G_PAGES * G_PAGE, .page_size = G_PAGE,
+		.max_clients = G_CLIENTS, .lease_ms = G_LEASE_MS, .node = G_NODE };
 
 /* The pool of the current round. */
 static char pool_path[512];
-
-/* H: open first (taking the lease), then serve until killed. */
-static int
-run_holder(int cmd, int ev, void *arg)
-{
-	struct mkv_pool *pool;
-
-	(void)cmd, (void)arg;
-	if (open_pool(pool_path, 0, &pool) < 0)
-		return 10;
-	tu_write_byte(ev, 'o');
-	for (;;)
-		pause();
-}
 
 /* A: open; on 'a' allocate and fill its buffer; on 'p' publish it. */
 static int
@@ -90,7 +57,7 @@ run_a(int cmd, int ev, void *arg)
 	struct mkv_pool *pool;
 	struct mkv_buf buf;
 
-	if (open_pool(pool_path, 0, &pool) < 0)
+	if (tu_open(pool_path, 0, &g_opts, &pool) < 0)
 		return 20;
 	tu_write_byte(ev, 'o');
 	if (tu_read_byte(cmd, 60) != 'a')
@@ -122,7 +89,7 @@ run_b(int cmd, int ev, void *arg)
 	struct mkv_buf buf;
 	unsigned next = 0;
 
-	if (open_pool(pool_path, 0, &pool) < 0)
+	if (tu_open(pool_path, 0, &g_opts, &pool) < 0)
 		return 30;
 	tu_write_byte(ev, 'o');
 	if (tu_read_byte(cmd, 60) != 'f')
@@ -192,11 +159,11 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 } while (0)
 
 	snprintf(pool_path, sizeof(pool_path), "%s/pool%u", tu_dir, round);
-	TU_OK(open_pool(pool_path, MKV_CREATE, &mon));
+	TU_OK(tu_open(pool_path, MKV_CREATE, &g_opts, &mon));
 	mkv_pool_close(&mon);
 
 	/* H opens first and takes the lease; A and B in the slot order wanted */
-	tu_child_start(&h, run_holder, NULL);
+	tu_child_start(&h, tu_stay, &(struct tu_stay){ pool_path, &g_opts });
 	tu_child_expect(&h, "H", 'o', 20);
 	if (b_first) {
 		tu_child_start(&b, run_b, &ba);
@@ -215,7 +182,7 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 	tu_child_expect(&b, "B", 'f', 20);
 	ck_assert_msg(sh->b_filled > 0, "B put nothing");
 
-	TU_OK(open_pool(pool_path, MKV_RDONLY, &mon));
+	TU_OK(tu_open(pool_path, MKV_RDONLY, &g_opts, &mon));
 	ck_assert_msg((client_of(mon, a.pid).slot < client_of(mon, b.pid).slot) == !b_first,
 			"setup: A's slot %u, B's slot %u", client_of(mon, a.pid).slot,
 			client_of(mon, b.pid).slot);
@@ -241,9 +208,7 @@ race_round(unsigned round, unsigned a_pages, unsigned b_pages, int b_first, char
 			"B's grant never reached the ring (%llu pending)",
 			(unsigned long long)st.requests_pending);
 	ck_assert_int_eq(kill(h.pid, SIGCONT), 0);
-	rc = tu_wait_for(b.pid, 30);
-	if (rc == -2)
-		kill(b.pid, SIGKILL);
+	rc = tu_reap(b.pid, 30);
 	ck_assert_msg(rc == 0, "B exited with %d", rc);
 	b.pid = -1;
 

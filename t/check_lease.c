@@ -3,15 +3,15 @@
  * check_lease.c -- the single-writer lease across processes: who takes it,
  * forwarding and group commit through the holder, takeover after SIGKILL
  * on the same and on another node, fencing of a SIGSTOPped holder, unique
- * generations under contention, asynchronous publishes, read-only handles.
+ * generations under contention.
  *
  * Every process opens the pool itself (a real fork, no handle shared);
  * nodes are simulated with node names ("a", "b") on one machine.  Children
  * report through exit statuses, a shared anonymous mapping of records and
- * a shared failure text (lt_fail), and log lease events through the
- * library's log callback into a file opened with O_APPEND, one write() per
- * line.  Values carry the key's pattern (tu_fill) and are checked byte for
- * byte.  Every trial derives from a printed seed.
+ * a shared failure text (tu_fail), and log lease events through the
+ * library's log callback into a file (tu_log_install).  Values carry the
+ * key's pattern (tu_fill) and are checked byte for byte.  Every trial
+ * derives from a printed seed.
  *
  * The SIGKILL tests print one summary line each.  Their trials are
  * numbered; the seed is a base plus the number, so a failing trial runs
@@ -20,14 +20,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -36,242 +33,26 @@
 
 /* Lease period of every pool made here. */
 #define LT_PERIOD 200U
-/* How long a child may wait for anything before it gives up. */
-#define LT_CHILD_DEADLINE 25.0
 
-/* ---- time ---- */
-
-/* ---- a child's reason for failing, shared with the test process ---- */
-
-#define LT_WHY_SIZE 1024
-static char *lt_why;
-
+/* Create the pool at @p path and close it again (the creator releases the lease). */
 static void
-lt_why_init(void)
+lt_create(const char *path, uint64_t data_size, uint32_t max_clients)
 {
-	lt_why = tu_shared(LT_WHY_SIZE);
-}
-
-static void
-lt_why_free(void)
-{
-	tu_shared_free(lt_why, LT_WHY_SIZE);
-	lt_why = NULL;
-}
-
-static const char *
-lt_why_text(void)
-{
-	return lt_why ? lt_why + 8 : "";
-}
-
-/* Keep the first failure's text (with the pid); return @p code. */
-static int lt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-lt_fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (lt_why == NULL || __atomic_exchange_n((int *)lt_why, 1, __ATOMIC_SEQ_CST) != 0)
-		return code;
-	n = snprintf(lt_why + 8, LT_WHY_SIZE - 8, "pid %d: ", (int)getpid());
-	if (n < 0 || n >= LT_WHY_SIZE - 8)
-		return code;
-	va_start(ap, fmt);
-	vsnprintf(lt_why + 8 + n, (size_t)(LT_WHY_SIZE - 8 - n), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-/* ---- pools ---- */
-
-/*
- * Open <dir>/pool.  With MKV_CREATE, also the creation parameters: 4 KiB
- * pages, @p data_size, @p max_clients, lease period LT_PERIOD.  @p node is
- * the node name, or NULL for the default ($MARUKV_NODE, the host name).
- */
-static int
-lt_open(const char *dir, unsigned flags, const char *node, uint64_t data_size,
-		uint32_t max_clients, struct mkv_pool **pool)
-{
-	struct mkv_opts *opts = NULL;
-	char *path;
-	int rc;
-
-	*pool = NULL;
-	rc = mkv_opts_new(&opts);
-	if (rc < 0)
-		return rc;
-	if (flags & MKV_CREATE) {
-		if ((rc = mkv_opts_set_page_size(opts, TU_PAGE_SIZE)) < 0 ||
-		    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
-		    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
-		    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0 ||
-		    (rc = mkv_opts_set_lease_period(opts, LT_PERIOD)) < 0)
-			goto out;
-	}
-	if (node != NULL && (rc = mkv_opts_set_node(opts, node)) < 0)
-		goto out;
-	path = tu_pool_path(dir);
-	if (path == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = mkv_pool_open(path, flags, opts, pool);
-	free(path);
-out:
-	mkv_opts_delete(&opts);
-	return rc;
-}
-
-/* Create the pool and close it again (the creator releases the lease). */
-static void
-lt_create(const char *dir, uint64_t data_size, uint32_t max_clients)
-{
+	struct tu_opts o = { .data_size = data_size, .max_clients = max_clients,
+			.lease_ms = LT_PERIOD, .node = "a" };
 	struct mkv_pool *pool;
 
-	TU_OK(lt_open(dir, MKV_CREATE, "a", data_size, max_clients, &pool));
+	TU_OK(tu_open(path, MKV_CREATE, &o, &pool));
 	mkv_pool_close(&pool);
 }
 
-/* mkv_pool_verify that must find nothing wrong. */
-static void
-lt_verify_clean(struct mkv_pool *pool, struct mkv_verify *rep, const char *ctx)
-{
-	int rc;
-
-	memset(rep, 0xa5, sizeof(*rep));
-	rc = mkv_pool_verify(pool, 0, rep);
-	ck_assert_msg(rc == 0, "%s: mkv_pool_verify = %d (%s), problems %llu, first: \"%s\" (%s)",
-			ctx, rc, mkv_strerror(rc), (unsigned long long)rep->problems,
-			rc == MKV_E_CORRUPT ? rep->first_problem : "", mkv_errormsg());
-	ck_assert_msg(rep->problems == 0 && rep->first_problem[0] == '\0',
-			"%s: verify returned 0 with problems %llu \"%s\"", ctx,
-			(unsigned long long)rep->problems, rep->first_problem);
-}
-
-/*
- * The lease as a read-only handle sees it, for failure messages:
- * "holder pid P node N slot S generation G beat age A ms pending R".
- */
-static const char *
-lt_snapshot(const char *dir)
-{
-	static char out[256];
-	struct mkv_pool *pool;
-	struct mkv_stat st;
-	int rc;
-
-	rc = lt_open(dir, MKV_RDONLY, "a", 0, 0, &pool);
-	if (rc == 0)
-		rc = mkv_pool_stat(pool, &st);
-	if (rc != 0)
-		snprintf(out, sizeof(out), "(no stat: %s: %s)", mkv_strerror(rc), mkv_errormsg());
-	else
-		snprintf(out, sizeof(out), "lease: holder pid %u node \"%s\" slot %u "
-				"generation %llu beat age %lld ms, requests pending %llu",
-				st.lease_holder_pid, st.lease_holder_node, st.lease_holder_slot,
-				(unsigned long long)st.lease_generation,
-				(long long)st.lease_heartbeat_age_ms,
-				(unsigned long long)st.requests_pending);
-	mkv_pool_close(&pool);
-	return out;
-}
-
-/* An unsigned number from the environment, or @p def. */
-static unsigned
-lt_env(const char *name, unsigned def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? (unsigned)strtoul(v, NULL, 0) : def;
-}
-
-/* Poll stat until requests_pending is 0; the last value seen. */
-static uint64_t
-lt_drain_pending(struct mkv_pool *pool, double secs)
-{
-	struct mkv_stat st;
-	double end = tu_now() + secs;
-
-	for (;;) {
-		tu_stat(pool, &st);
-		if (st.requests_pending == 0 || tu_now() > end)
-			return st.requests_pending;
-		tu_sleep_ms(5);
-	}
-}
-
-/* ---- values ---- */
-
-static size_t
-lt_vlen(const char *key, size_t klen, size_t hi)
-{
-	return tu_vlen(key, klen, 1, hi);
-}
-
-/*
- * Publish the pattern value of @p key in one of three ways (0 put,
- * 1 alloc/publish, 2 publish_async/wait).  A failure must leave a message;
- * *nomsg counts those that did not.  Returns the library's code.  For
- * children only: a buffer the library should have consumed and did not
- * ends the process (lt_fail, exit 12x).
- */
-static char lt_pub_msg[256];  /* message of lt_pub's last failure */
-
+/* Open the existing pool at @p path on @p node (NULL: $MARUKV_NODE, else the host name). */
 static int
-lt_pub(struct mkv_pool *pool, const char *key, size_t klen, size_t len, int how,
-		int *nomsg)
+lt_open(const char *path, unsigned flags, const char *node, struct mkv_pool **pool)
 {
-	struct mkv_ticket t;
-	struct mkv_buf b;
-	int rc;
+	struct tu_opts o = { .node = node };
 
-	lt_pub_msg[0] = '\0';
-	if (how == 0) {
-		rc = tu_put(pool, key, klen, len);
-		if (rc < 0 && mkv_errormsg()[0] == '\0')
-			(*nomsg)++;
-		if (rc < 0)
-			snprintf(lt_pub_msg, sizeof(lt_pub_msg), "put %s: %s", key, mkv_errormsg());
-		return rc;
-	}
-	memset(&b, 0, sizeof(b));
-	rc = mkv_alloc(pool, len, &b);
-	if (rc < 0) {
-		if (mkv_errormsg()[0] == '\0')
-			(*nomsg)++;
-		snprintf(lt_pub_msg, sizeof(lt_pub_msg), "alloc for %s: %s", key, mkv_errormsg());
-		return rc;
-	}
-	/* a broken promise of the API is not a "clean failure": end the child */
-	if (b.data == NULL || b.len < len)
-		_exit(lt_fail(120, "alloc(%zu) for %s returned data %p len %zu", len, key,
-				b.data, b.len));
-	tu_fill(b.data, len, key, klen);
-	if (how == 1) {
-		rc = mkv_publish(pool, key, klen, &b);
-		if ((rc == 0 || rc == MKV_E_EXISTS) && !tu_is_zero(&b, sizeof(b)))
-			_exit(lt_fail(121, "publish %s = %d left the buffer", key, rc));
-	} else {
-		rc = mkv_publish_async(pool, key, klen, &b, &t);
-		if (rc == 0) {
-			if (!tu_is_zero(&b, sizeof(b)))
-				_exit(lt_fail(122, "publish_async %s left the buffer", key));
-			rc = mkv_wait(pool, &t);
-		}
-	}
-	if (rc < 0) {
-		if (mkv_errormsg()[0] == '\0')
-			(*nomsg)++;
-		snprintf(lt_pub_msg, sizeof(lt_pub_msg), "%s %s: %s",
-				how == 1 ? "publish" : "publish_async/wait", key, mkv_errormsg());
-		if (rc != MKV_E_EXISTS && b.data != NULL)
-			(void)mkv_abort(pool, &b);
-	}
-	return rc;
+	return tu_open(path, flags, &o, pool);
 }
 
 /*
@@ -285,12 +66,12 @@ struct lt_note {
 };
 
 static void
-lt_note_failure(struct lt_note *n, int code)
+lt_note_failure(struct lt_note *n, int code, const char *text)
 {
 	if (__atomic_exchange_n(&n->claimed, 1, __ATOMIC_SEQ_CST) != 0)
 		return;
 	n->code = code;
-	snprintf(n->text, sizeof(n->text), "pid %d: %.230s", (int)getpid(), lt_pub_msg);
+	snprintf(n->text, sizeof(n->text), "pid %d: %.230s", (int)getpid(), text);
 }
 
 /*
@@ -336,152 +117,9 @@ lt_rec_count(const int *n, int max)
 	return v < max ? v : max;
 }
 
-/* Wait until *flag >= value; 1 if it happened within @p secs. */
-static int
-lt_await(const int *flag, int value, double secs)
-{
-	double end = tu_now() + secs;
-
-	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < value) {
-		if (tu_now() > end)
-			return 0;
-		tu_sleep_ms(1);
-	}
-	return 1;
-}
-
-/* ---- processes ---- */
-
-/* tu_wait_for(), and a child still running then is killed and reaped: -2. */
-static int
-lt_wait_for(pid_t pid, double secs)
-{
-	int rc = tu_wait_for(pid, secs);
-
-	if (rc == -2) {
-		kill(pid, SIGCONT);
-		kill(pid, SIGKILL);
-		(void)tu_wait(pid);
-	}
-	return rc;
-}
-
-/* Kill and reap (so that the pid is really gone, not a zombie). */
-static void
-lt_kill9(pid_t pid)
-{
-	kill(pid, SIGCONT);
-	kill(pid, SIGKILL);
-	(void)tu_wait(pid);
-}
-
-/* ---- the lease log ---- */
-
-static int lt_log_fd = -1;
-
-static void
-lt_log_cb(enum mkv_log_level level, const char *msg, void *arg)
-{
-	char line[640];
-	int fd = (int)(intptr_t)arg, n;
-	ssize_t w;
-
-	(void)level;
-	n = snprintf(line, sizeof(line), "%s\n", msg);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line)) {
-		n = (int)sizeof(line) - 1;
-		line[n - 1] = '\n';
-	}
-	w = write(fd, line, (size_t)n);
-	(void)w;
-}
-
-static char *
-lt_log_path(const char *dir)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/lease.log", dir) < 0)
-		return NULL;
-	return p;
-}
-
-/* Send this process's messages up to MKV_LOG_INFO to the shared log. */
-static int
-lt_log_install(const char *path)
-{
-	if (lt_log_fd >= 0)
-		close(lt_log_fd);
-	lt_log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (lt_log_fd < 0)
-		return -errno;
-	mkv_set_log(lt_log_cb, MKV_LOG_INFO, (void *)(intptr_t)lt_log_fd);
-	return 0;
-}
-
-static void
-lt_log_uninstall(void)
-{
-	mkv_set_log(NULL, MKV_LOG_ERR, NULL);
-	if (lt_log_fd >= 0)
-		close(lt_log_fd);
-	lt_log_fd = -1;
-}
-
-/* One "lease taken: node NAME slot S pid P generation G" line. */
-struct lt_taken {
-	char node[MKV_NODE_NAME_MAX + 1];
-	unsigned slot;
-	long pid;
-	unsigned long long gen;
-};
-
-/*
- * Parse the lease acquisitions out of the log, in log order, into a
- * malloc'd array; *bad counts "lease taken" lines that do not parse.
- */
-static size_t
-lt_log_parse(const char *path, struct lt_taken **out, size_t *bad)
-{
-	char line[1024];
-	struct lt_taken t, *arr = NULL, *na;
-	size_t n = 0, cap = 0;
-	const char *p;
-	FILE *f;
-
-	*out = NULL;
-	*bad = 0;
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		p = strstr(line, "lease taken: ");
-		if (p == NULL)
-			continue;
-		memset(&t, 0, sizeof(t));
-		if (sscanf(p, "lease taken: node %31s slot %u pid %ld generation %llu",
-				t.node, &t.slot, &t.pid, &t.gen) != 4) {
-			(*bad)++;
-			continue;
-		}
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			na = realloc(arr, cap * sizeof(*arr));
-			ck_assert(na != NULL);
-			arr = na;
-		}
-		arr[n++] = t;
-	}
-	fclose(f);
-	*out = arr;
-	return n;
-}
-
-/* Index of an entry whose generation appeared before, or -1. */
+/* Index of an acquisition whose generation appeared before, or -1. */
 static long
-lt_dup_generation(const struct lt_taken *t, size_t n)
+lt_dup_generation(const struct tu_taken *t, size_t n)
 {
 	size_t i, j;
 
@@ -490,18 +128,6 @@ lt_dup_generation(const struct lt_taken *t, size_t n)
 			if (t[i].gen == t[j].gen)
 				return (long)i;
 	return -1;
-}
-
-/* The first acquisition by @p pid, or NULL. */
-static const struct lt_taken *
-lt_taken_by(const struct lt_taken *t, size_t n, long pid)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (t[i].pid == pid)
-			return &t[i];
-	return NULL;
 }
 
 /* ===================================================================== */
@@ -517,7 +143,7 @@ struct single_sh {
 };
 
 static int
-single_child(const char *dir, const char *logpath, struct single_sh *sh)
+single_child(const char *path, const char *logpath, struct single_sh *sh)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
@@ -526,30 +152,30 @@ single_child(const char *dir, const char *logpath, struct single_sh *sh)
 	unsigned i;
 	int rc, nomsg = 0;
 
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(10, "log open failed");
-	rc = lt_open(dir, 0, "nodeA", 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(10, "log open failed");
+	rc = lt_open(path, 0, "nodeA", &pool);
 	if (rc < 0)
-		return lt_fail(11, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
+		return tu_fail(11, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	if ((rc = mkv_pool_stat(pool, &st)) < 0)
-		return lt_fail(12, "stat: %s", mkv_strerror(rc));
+		return tu_fail(12, "stat: %s", mkv_strerror(rc));
 	sh->holder_pid_seen = st.lease_holder_pid;
 	sh->gen_seen = st.lease_generation;
 	memcpy(sh->node_seen, st.lease_holder_node, sizeof(sh->node_seen));
 	for (i = 0; i < 20; i++) {
 		klen = tu_key(key, "child", i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, 3 * TU_PAGE_SIZE), (int)(i % 3),
-				&nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, 3 * TU_PAGE_SIZE),
+				(enum tu_way)(i % 3), &nomsg);
 		if (rc != 0)
-			return lt_fail(13, "publish %s: %s: %s", key, mkv_strerror(rc),
+			return tu_fail(13, "publish %s: %s: %s", key, mkv_strerror(rc),
 					mkv_errormsg());
-		if ((rc = tu_check(pool, key, klen, lt_vlen(key, klen, 3 * TU_PAGE_SIZE))) != 0)
-			return lt_fail(14, "check %s after publish: %d", key, rc);
+		if ((rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, 3 * TU_PAGE_SIZE))) != 0)
+			return tu_fail(14, "check %s after publish: %d", key, rc);
 	}
 	if ((rc = mkv_pool_stat(pool, &st)) < 0)
-		return lt_fail(15, "stat: %s", mkv_strerror(rc));
+		return tu_fail(15, "stat: %s", mkv_strerror(rc));
 	if (st.lease_holder_pid != (uint32_t)getppid())
-		return lt_fail(16, "after forwarding, holder pid %u, expected the parent %d",
+		return tu_fail(16, "after forwarding, holder pid %u, expected the parent %d",
 				st.lease_holder_pid, (int)getppid());
 	mkv_pool_close(&pool);
 	return 0;
@@ -558,11 +184,13 @@ single_child(const char *dir, const char *logpath, struct single_sh *sh)
 START_TEST(test_single_writer_takes_lease)
 {
 	struct single_sh *sh = tu_shared(sizeof(*sh));
-	char *logpath = lt_log_path(tu_dir);
+	struct tu_opts o = { .data_size = S_DATA, .max_clients = TU_MAX_CLIENTS,
+			.lease_ms = LT_PERIOD, .node = "nodeA" };
+	char *logpath = tu_log_path(tu_dir);
 	struct mkv_pool *pool;
 	struct mkv_verify rep;
 	struct mkv_stat st;
-	struct lt_taken *tk;
+	struct tu_taken *tk;
 	char key[64];
 	size_t klen, n, bad;
 	uint64_t gen;
@@ -570,9 +198,9 @@ START_TEST(test_single_writer_takes_lease)
 	pid_t pid;
 	int rc;
 
-	lt_why_init();
-	ck_assert_int_eq(lt_log_install(logpath), 0);
-	TU_OK(lt_open(tu_dir, MKV_CREATE, "nodeA", S_DATA, TU_MAX_CLIENTS, &pool));
+	tu_why_init();
+	ck_assert_int_eq(tu_log_install(logpath), 0);
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	tu_stat(pool, &st);
 	ck_assert_msg(st.lease_holder_pid == (uint32_t)getpid(),
 			"creator is not the holder: holder pid %u, mine %d",
@@ -601,10 +229,10 @@ START_TEST(test_single_writer_takes_lease)
 	pid = tu_fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
-		_exit(single_child(tu_dir, logpath, sh));
-	rc = lt_wait_for(pid, 20);
-	ck_assert_msg(rc == 0, "child exited with %d: %s; %s", rc, lt_why_text(),
-			lt_snapshot(tu_dir));
+		_exit(single_child(tu_path, logpath, sh));
+	rc = tu_reap(pid, 20);
+	ck_assert_msg(rc == 0, "child exited with %d: %s; %s", rc, tu_why(),
+			tu_lease_text(tu_path));
 	ck_assert_msg(sh->holder_pid_seen == (uint32_t)getpid(),
 			"child saw holder pid %u, expected %d", sh->holder_pid_seen, (int)getpid());
 	ck_assert_uint_eq(sh->gen_seen, gen);
@@ -613,22 +241,22 @@ START_TEST(test_single_writer_takes_lease)
 	for (i = 0; i < 20; i++) {
 		klen = tu_key(key, "child", i);
 		ck_assert_int_eq(mkv_exists(pool, key, klen), 1);
-		ck_assert_int_eq(tu_check(pool, key, klen, lt_vlen(key, klen, 3 * TU_PAGE_SIZE)), 0);
+		ck_assert_int_eq(tu_check(pool, key, klen, tu_vlen(key, klen, 1, 3 * TU_PAGE_SIZE)), 0);
 	}
-	ck_assert_msg(lt_drain_pending(pool, 2.0) == 0, "requests_pending stays above 0");
+	ck_assert_msg(tu_drain_pending(pool, 2.0) == 0, "requests_pending stays above 0");
 	tu_stat(pool, &st);
 	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
 	ck_assert_uint_eq(st.lease_generation, gen);
 	ck_assert_uint_eq(st.entries, 20);
 	ck_assert_uint_eq(st.pages_granted, 0);  /* the child's grants came back */
-	lt_verify_clean(pool, &rep, "single");
+	tu_verify_clean(pool, 0, &rep, "single");
 	ck_assert_uint_eq(rep.entries, 20);
 	ck_assert_uint_eq(rep.pages_used, st.pages_used);
 	mkv_pool_close(&pool);
-	lt_log_uninstall();
+	tu_log_uninstall();
 
 	/* exactly one acquisition, ours, logged in the agreed format */
-	n = lt_log_parse(logpath, &tk, &bad);
+	n = tu_log_taken(logpath, &tk, &bad);
 	ck_assert_msg(bad == 0, "%zu \"lease taken\" lines do not parse", bad);
 	ck_assert_msg(n == 1, "%zu acquisitions logged, expected 1", n);
 	ck_assert_str_eq(tk[0].node, "nodeA");
@@ -636,7 +264,7 @@ START_TEST(test_single_writer_takes_lease)
 	ck_assert_uint_eq(tk[0].gen, gen);
 	free(tk);
 	free(logpath);
-	lt_why_free();
+	tu_why_free();
 	tu_shared_free(sh, sizeof(*sh));
 }
 END_TEST
@@ -655,7 +283,7 @@ struct group_sh {
 };
 
 static int
-group_writer(const char *dir, struct group_sh *sh, int w)
+group_writer(const char *path, struct group_sh *sh, int w)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
@@ -664,24 +292,24 @@ group_writer(const char *dir, struct group_sh *sh, int w)
 	unsigned i;
 	int rc, nomsg = 0;
 
-	rc = lt_open(dir, 0, "a", 0, 0, &pool);
+	rc = lt_open(path, 0, "a", &pool);
 	if (rc < 0)
-		return lt_fail(20, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
+		return tu_fail(20, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	snprintf(prefix, sizeof(prefix), "g%d-", w);
 	__atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
-	if (!lt_await(&sh->ready, G_WRITERS, LT_CHILD_DEADLINE))
-		return lt_fail(21, "the other writers never came");
+	if (!tu_await(&sh->ready, G_WRITERS, TU_CHILD_DEADLINE))
+		return tu_fail(21, "the other writers never came");
 	for (i = 0; i < G_KEYS; i++) {
 		klen = tu_key(key, prefix, i);
-		len = lt_vlen(key, klen, G_MAXLEN);
-		rc = lt_pub(pool, key, klen, len, (int)((i + (unsigned)w) % 3), &nomsg);
+		len = tu_vlen(key, klen, 1, G_MAXLEN);
+		rc = tu_write(pool, key, klen, len, (enum tu_way)((i + (unsigned)w) % 3), &nomsg);
 		if (rc != 0)
-			return lt_fail(22, "publish %s: %s: %s", key, mkv_strerror(rc), mkv_errormsg());
+			return tu_fail(22, "publish %s: %s: %s", key, mkv_strerror(rc), mkv_errormsg());
 		if ((rc = tu_check(pool, key, klen, len)) != 0)
-			return lt_fail(23, "check %s: %d", key, rc);
+			return tu_fail(23, "check %s: %d", key, rc);
 	}
 	if ((rc = mkv_pool_stat(pool, &st)) < 0)
-		return lt_fail(24, "stat: %s", mkv_strerror(rc));
+		return tu_fail(24, "stat: %s", mkv_strerror(rc));
 	sh->holder_seen[w] = st.lease_holder_pid;
 	mkv_pool_close(&pool);
 	return 0;
@@ -690,6 +318,8 @@ group_writer(const char *dir, struct group_sh *sh, int w)
 START_TEST(test_forwarded_publishes_group_commit)
 {
 	struct group_sh *sh = tu_shared(sizeof(*sh));
+	struct tu_opts o = { .data_size = G_DATA, .max_clients = 16, .lease_ms = LT_PERIOD,
+			.node = "a" };
 	struct mkv_pool *pool;
 	struct mkv_verify rep;
 	struct mkv_stat st;
@@ -700,8 +330,8 @@ START_TEST(test_forwarded_publishes_group_commit)
 	unsigned i;
 	int w, rc;
 
-	lt_why_init();
-	TU_OK(lt_open(tu_dir, MKV_CREATE, "a", G_DATA, 16, &pool));
+	tu_why_init();
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	tu_stat(pool, &st);
 	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
 	gen = st.lease_generation;
@@ -709,12 +339,12 @@ START_TEST(test_forwarded_publishes_group_commit)
 		pids[w] = tu_fork();
 		ck_assert_int_ge(pids[w], 0);
 		if (pids[w] == 0)
-			_exit(group_writer(tu_dir, sh, w));
+			_exit(group_writer(tu_path, sh, w));
 	}
 	for (w = 0; w < G_WRITERS; w++) {
-		rc = lt_wait_for(pids[w], 60);
-		ck_assert_msg(rc == 0, "writer %d exited with %d: %s; %s", w, rc, lt_why_text(),
-				lt_snapshot(tu_dir));
+		rc = tu_reap(pids[w], 60);
+		ck_assert_msg(rc == 0, "writer %d exited with %d: %s; %s", w, rc, tu_why(),
+				tu_lease_text(tu_path));
 		ck_assert_msg(sh->holder_seen[w] == (uint32_t)getpid(),
 				"writer %d saw holder %u, not the parent %d", w,
 				sh->holder_seen[w], (int)getpid());
@@ -723,14 +353,14 @@ START_TEST(test_forwarded_publishes_group_commit)
 		snprintf(prefix, sizeof(prefix), "g%d-", w);
 		for (i = 0; i < G_KEYS; i++) {
 			klen = tu_key(key, prefix, i);
-			len = lt_vlen(key, klen, G_MAXLEN);
+			len = tu_vlen(key, klen, 1, G_MAXLEN);
 			rc = tu_check(pool, key, klen, len);
 			ck_assert_msg(rc == 0, "key %s: %d", key, rc);
 			bytes += len;
 			pages += (len + TU_PAGE_SIZE - 1) / TU_PAGE_SIZE;
 		}
 	}
-	ck_assert_msg(lt_drain_pending(pool, 2.0) == 0, "requests_pending stays above 0");
+	ck_assert_msg(tu_drain_pending(pool, 2.0) == 0, "requests_pending stays above 0");
 	tu_stat(pool, &st);
 	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
 	ck_assert_uint_eq(st.lease_generation, gen);
@@ -738,11 +368,11 @@ START_TEST(test_forwarded_publishes_group_commit)
 	ck_assert_uint_eq(st.bytes_stored, bytes);
 	ck_assert_uint_eq(st.pages_used, pages);
 	ck_assert_uint_eq(st.pages_granted, 0);
-	lt_verify_clean(pool, &rep, "group commit");
+	tu_verify_clean(pool, 0, &rep, "group commit");
 	ck_assert_uint_eq(rep.entries, G_WRITERS * G_KEYS);
 	ck_assert_uint_eq(rep.pages_used, pages);
 	mkv_pool_close(&pool);
-	lt_why_free();
+	tu_why_free();
 	tu_shared_free(sh, sizeof(*sh));
 }
 END_TEST
@@ -794,7 +424,7 @@ static void
 kill_churn(struct mkv_pool *pool, struct kill_sh *sh, unsigned who, unsigned i,
 		const uint8_t *mine, int *nomsg)
 {
-	char key[64];
+	char key[64], msg[256];
 	size_t klen;
 	int rc;
 
@@ -806,8 +436,8 @@ kill_churn(struct mkv_pool *pool, struct kill_sh *sh, unsigned who, unsigned i,
 	if (rc != 0) {
 		if (mkv_errormsg()[0] == '\0')
 			(*nomsg)++;
-		snprintf(lt_pub_msg, sizeof(lt_pub_msg), "del %s: %s", key, mkv_errormsg());
-		lt_note_failure(&sh->note, rc);
+		snprintf(msg, sizeof(msg), "del %s: %s", key, mkv_errormsg());
+		lt_note_failure(&sh->note, rc, msg);
 	}
 	/* NOTFOUND is no clean failure: the key was acknowledged */
 	sh->delrc[who][i - K_WINDOW] = rc;
@@ -816,40 +446,41 @@ kill_churn(struct mkv_pool *pool, struct kill_sh *sh, unsigned who, unsigned i,
 }
 
 static int
-kill_holder(const char *dir, const char *logpath, struct kill_sh *sh, uint64_t seed)
+kill_holder(const char *path, const char *logpath, struct kill_sh *sh, uint64_t seed)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
 	uint64_t rng = seed ^ 0x401d;
-	double end = tu_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + TU_CHILD_DEADLINE;
 	uint8_t mine[K_WMAX] = { 0 };
 	char key[64];
 	size_t klen;
 	unsigned i;
 	int rc, nomsg = 0;
 
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(30, "log open failed");
-	rc = lt_open(dir, 0, "a", 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(30, "log open failed");
+	rc = lt_open(path, 0, "a", &pool);
 	if (rc < 0)
-		return lt_fail(31, "holder open: %s: %s", mkv_strerror(rc), mkv_errormsg());
+		return tu_fail(31, "holder open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	if ((rc = mkv_pool_stat(pool, &st)) < 0)
-		return lt_fail(32, "holder stat: %s", mkv_strerror(rc));
+		return tu_fail(32, "holder stat: %s", mkv_strerror(rc));
 	if (st.lease_holder_pid != (uint32_t)getpid())
-		return lt_fail(33, "first writer is not the holder (holder pid %u)",
+		return tu_fail(33, "first writer is not the holder (holder pid %u)",
 				st.lease_holder_pid);
 	sh->h_gen = st.lease_generation;
 	__atomic_store_n(&sh->h_ready, 1, __ATOMIC_SEQ_CST);
-	if (!lt_await(&sh->go, 1, LT_CHILD_DEADLINE))
-		return lt_fail(34, "no go");
+	if (!tu_await(&sh->go, 1, TU_CHILD_DEADLINE))
+		return tu_fail(34, "no go");
 	for (i = 0; i < K_HKEYS; i++) {
 		klen = kill_key(key, 0, i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, K_MAXLEN), (int)(i % 3), &nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, K_MAXLEN), (enum tu_way)(i % 3),
+				&nomsg);
 		if (rc == 0) {
 			lt_rec_add(&sh->n_acked, sh->acked, K_MAXREC, 0, i, 0);
 			mine[i] = 1;
 		} else {
-			lt_note_failure(&sh->note, rc);
+			lt_note_failure(&sh->note, rc, tu_write_msg);
 			lt_rec_add(&sh->n_failed, sh->failed, K_MAXREC, 0, i, rc);
 		}
 		kill_churn(pool, sh, 0, i, mine, &nomsg);
@@ -860,47 +491,47 @@ kill_holder(const char *dir, const char *logpath, struct kill_sh *sh, uint64_t s
 	/* hold the lease, idle, until killed */
 	while (tu_now() < end)
 		tu_sleep_ms(10);
-	return lt_fail(35, "holder was never killed");
+	return tu_fail(35, "holder was never killed");
 }
 
 static int
-kill_writer(const char *dir, const char *logpath, struct kill_sh *sh, unsigned w,
+kill_writer(const char *path, const char *logpath, struct kill_sh *sh, unsigned w,
 		const char *node, uint64_t seed)
 {
 	struct mkv_pool *pool;
 	uint64_t rng = seed ^ (0x3117ULL * w);
-	double end = tu_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + TU_CHILD_DEADLINE;
 	uint8_t mine[K_WMAX] = { 0 };
 	char key[64];
 	size_t klen;
 	unsigned i, post = 0;
 	int rc, killed, nomsg = 0;
 
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(40, "log open failed");
-	rc = lt_open(dir, 0, node, 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(40, "log open failed");
+	rc = lt_open(path, 0, node, &pool);
 	if (rc < 0)
-		return lt_fail(41, "writer %u open: %s: %s", w, mkv_strerror(rc), mkv_errormsg());
-	if (!lt_await(&sh->go, 1, LT_CHILD_DEADLINE))
-		return lt_fail(42, "no go");
+		return tu_fail(41, "writer %u open: %s: %s", w, mkv_strerror(rc), mkv_errormsg());
+	if (!tu_await(&sh->go, 1, TU_CHILD_DEADLINE))
+		return tu_fail(42, "no go");
 	for (i = 0; i < K_WMIN || post < K_WPOST; i++) {
 		if (i >= K_WMAX)
-			return lt_fail(43, "writer %u (node %s): only %u publishes succeeded "
+			return tu_fail(43, "writer %u (node %s): only %u publishes succeeded "
 					"after the kill, in %u tries", w, node, post, i);
 		if (tu_now() > end)
-			return lt_fail(44, "writer %u (node %s): out of time after %u keys, "
+			return tu_fail(44, "writer %u (node %s): out of time after %u keys, "
 					"%u after the kill", w, node, i, post);
 		killed = __atomic_load_n(&sh->killed, __ATOMIC_ACQUIRE);
 		klen = kill_key(key, w, i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, K_MAXLEN),
-				(int)tu_rand_range(&rng, 0, 2), &nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, K_MAXLEN),
+				(enum tu_way)tu_rand_range(&rng, 0, 2), &nomsg);
 		if (rc == 0) {
 			lt_rec_add(&sh->n_acked, sh->acked, K_MAXREC, w, i, 0);
 			mine[i] = 1;
 			if (killed)
 				post++;
 		} else {
-			lt_note_failure(&sh->note, rc);
+			lt_note_failure(&sh->note, rc, tu_write_msg);
 			lt_rec_add(&sh->n_failed, sh->failed, K_MAXREC, w, i, rc);
 		}
 		kill_churn(pool, sh, w, i, mine, &nomsg);
@@ -926,8 +557,8 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 	struct mkv_pool *pool;
 	struct mkv_verify rep;
 	struct mkv_stat st;
-	struct lt_taken *tk;
-	char dir[512], key[64], ctx[128];
+	struct tu_taken *tk;
+	char dir[512], path[600], key[64], ctx[128];
 	const char *nodes[3];
 	char *logpath;
 	size_t klen, ntk, bad;
@@ -937,9 +568,8 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 	unsigned delay, first, ntrials;
 	long dup;
 
-	lt_why_init();
-	first = lt_env("MKV_TEST_LEASE_FIRST", 0);
-	ntrials = lt_env("MKV_TEST_LEASE_TRIALS", def_trials);
+	first = tu_env("MKV_TEST_LEASE_FIRST", 0);
+	ntrials = tu_env("MKV_TEST_LEASE_TRIALS", def_trials);
 	for (trial = (int)first; trial < (int)(first + ntrials); trial++) {
 		seed = seed_base + (uint64_t)trial;
 		rng = seed;
@@ -953,43 +583,44 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 
 		memset(sh, 0, sizeof(*sh));
 		sh->churn = churn;
-		memset(lt_why, 0, LT_WHY_SIZE);
+		tu_why_init();
 		snprintf(dir, sizeof(dir), "%s/t%03d", tu_dir, trial);
+		snprintf(path, sizeof(path), "%s/pool", dir);
 		ck_assert_int_eq(mkdir(dir, 0700), 0);
-		logpath = lt_log_path(dir);
-		lt_create(dir, churn ? K_CHURN_DATA : K_DATA, TU_MAX_CLIENTS);
+		logpath = tu_log_path(dir);
+		lt_create(path, churn ? K_CHURN_DATA : K_DATA, TU_MAX_CLIENTS);
 
 		h = tu_fork();
 		ck_assert_int_ge(h, 0);
 		if (h == 0)
-			_exit(kill_holder(dir, logpath, sh, seed));
-		if (!lt_await(&sh->h_ready, 1, 10)) {
-			lt_kill9(h);
-			ck_abort_msg("%s: holder not ready: %s", ctx, lt_why_text());
+			_exit(kill_holder(path, logpath, sh, seed));
+		if (!tu_await(&sh->h_ready, 1, 10)) {
+			tu_kill(h);
+			ck_abort_msg("%s: holder not ready: %s", ctx, tu_why());
 		}
 		for (w = 0; w < nw; w++) {
 			wp[w] = tu_fork();
 			ck_assert_int_ge(wp[w], 0);
 			if (wp[w] == 0)
-				_exit(kill_writer(dir, logpath, sh, (unsigned)w + 1, nodes[w], seed));
+				_exit(kill_writer(path, logpath, sh, (unsigned)w + 1, nodes[w], seed));
 		}
 		__atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
 		tu_sleep_ms(delay);
 		rc = waitpid(h, NULL, WNOHANG);
-		ck_assert_msg(rc == 0, "%s: holder ended before the kill: %s", ctx, lt_why_text());
-		lt_kill9(h);
+		ck_assert_msg(rc == 0, "%s: holder ended before the kill: %s", ctx, tu_why());
+		tu_kill(h);
 		kills++;
 		__atomic_store_n(&sh->killed, 1, __ATOMIC_SEQ_CST);
 		for (w = 0; w < nw; w++) {
-			rc = lt_wait_for(wp[w], 30);
+			rc = tu_reap(wp[w], 30);
 			ck_assert_msg(rc == 0, "%s: writer %d exited with %d: %s; %s", ctx, w + 1,
-					rc, lt_why_text(), lt_snapshot(dir));
+					rc, tu_why(), tu_lease_text(path));
 		}
 		ck_assert_msg(sh->nomsg == 0, "%s: %d failed calls left no error message",
 				ctx, sh->nomsg);
 
 		/* a read-only look: nobody takes the lease for it */
-		rc = lt_open(dir, MKV_RDONLY, "a", 0, 0, &pool);
+		rc = lt_open(path, MKV_RDONLY, "a", &pool);
 		ck_assert_msg(rc == 0, "%s: open: %s: %s", ctx, mkv_strerror(rc), mkv_errormsg());
 		tu_stat(pool, &st);
 		ck_assert_msg(st.lease_generation > sh->h_gen,
@@ -1007,7 +638,7 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 			del = sh->dels[sh->acked[i].who][sh->acked[i].idx];
 			ck_assert_msg(del != 3, "%s: mkv_del of acknowledged key %s: NOTFOUND",
 					ctx, key);
-			rc = tu_check(pool, key, klen, lt_vlen(key, klen, K_MAXLEN));
+			rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, K_MAXLEN));
 			if (del == 2)
 				ck_assert_msg(rc == MKV_E_NOTFOUND, "%s: deleted key %s: %d", ctx,
 						key, rc);
@@ -1033,18 +664,18 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 					"%s: publish of %s failed with %s (first failure: %s)", ctx,
 					key, mkv_strerror(sh->failed[i].code), sh->note.text);
 			/* either committed whole or not at all */
-			rc = tu_check(pool, key, klen, lt_vlen(key, klen, K_MAXLEN));
+			rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, K_MAXLEN));
 			ck_assert_msg(rc == 0 || rc == MKV_E_NOTFOUND,
 					"%s: failed publish %s (%s) left key state %d", ctx, key,
 					mkv_strerror(sh->failed[i].code), rc);
 			failed++;
 		}
-		lt_verify_clean(pool, &rep, ctx);
+		tu_verify_clean(pool, 0, &rep, ctx);
 		mkv_pool_close(&pool);
 
-		ntk = lt_log_parse(logpath, &tk, &bad);
+		ntk = tu_log_taken(logpath, &tk, &bad);
 		ck_assert_msg(bad == 0, "%s: %zu \"lease taken\" lines do not parse", ctx, bad);
-		ck_assert_msg(lt_taken_by(tk, ntk, (long)h) != NULL,
+		ck_assert_msg(tu_taken_by(tk, ntk, (long)h) != NULL,
 				"%s: no acquisition by the holder %d in the log", ctx, (int)h);
 		ck_assert_msg(ntk >= 2, "%s: %zu acquisitions logged, no takeover", ctx, ntk);
 		dup = lt_dup_generation(tk, ntk);
@@ -1057,7 +688,7 @@ kill_trials(int churn, uint64_t seed_base, unsigned def_trials, const char *labe
 	printf("lease kill trials%s: %u, kills: %llu, acked keys checked: %llu, "
 			"failed publishes: %llu\n", label, ntrials, kills, checked, failed);
 	fflush(stdout);
-	lt_why_free();
+	tu_why_free();
 	tu_shared_free(sh, sizeof(*sh));
 }
 
@@ -1114,42 +745,43 @@ stop_key(char *out, unsigned who, unsigned idx)
 }
 
 static int
-stop_holder(const char *dir, const char *logpath, struct stop_sh *sh)
+stop_holder(const char *path, const char *logpath, struct stop_sh *sh)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
-	double end = tu_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + TU_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	unsigned i, post = 0;
 	int rc, cont, nomsg = 0;
 
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(50, "log open failed");
-	rc = lt_open(dir, 0, "a", 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(50, "log open failed");
+	rc = lt_open(path, 0, "a", &pool);
 	if (rc < 0)
-		return lt_fail(51, "H open: %s: %s", mkv_strerror(rc), mkv_errormsg());
+		return tu_fail(51, "H open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	if ((rc = mkv_pool_stat(pool, &st)) < 0)
-		return lt_fail(52, "H stat: %s", mkv_strerror(rc));
+		return tu_fail(52, "H stat: %s", mkv_strerror(rc));
 	if (st.lease_holder_pid != (uint32_t)getpid())
-		return lt_fail(53, "H is not the holder (holder pid %u)", st.lease_holder_pid);
+		return tu_fail(53, "H is not the holder (holder pid %u)", st.lease_holder_pid);
 	sh->h_gen = st.lease_generation;
 	__atomic_store_n(&sh->h_ready, 1, __ATOMIC_SEQ_CST);
 	for (i = 0; post < P_HPOST; i++) {
 		if (i >= P_MAXREC / 2 || tu_now() > end)
-			return lt_fail(54, "H: %u keys, %u after SIGCONT, out of time or keys", i, post);
+			return tu_fail(54, "H: %u keys, %u after SIGCONT, out of time or keys", i, post);
 		cont = __atomic_load_n(&sh->continued, __ATOMIC_ACQUIRE);
 		if (cont && post == 0) {
 			if ((rc = mkv_pool_stat(pool, &st)) < 0)
-				return lt_fail(55, "H stat after SIGCONT: %s", mkv_strerror(rc));
+				return tu_fail(55, "H stat after SIGCONT: %s", mkv_strerror(rc));
 			sh->h_holder_seen_after = st.lease_holder_pid;
 		}
 		klen = stop_key(key, 0, i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, P_MAXLEN), (int)(i % 3), &nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, P_MAXLEN), (enum tu_way)(i % 3),
+				&nomsg);
 		if (rc == 0) {
 			lt_rec_add(&sh->n_acked, sh->acked, P_MAXREC, 0, i, 0);
 		} else {
-			lt_note_failure(&sh->note, rc);
+			lt_note_failure(&sh->note, rc, tu_write_msg);
 			lt_rec_add(&sh->n_failed, sh->failed, P_MAXREC, 0, i, rc);
 		}
 		if (cont) {
@@ -1168,37 +800,38 @@ stop_holder(const char *dir, const char *logpath, struct stop_sh *sh)
 }
 
 static int
-stop_writer(const char *dir, const char *logpath, struct stop_sh *sh, const char *node)
+stop_writer(const char *path, const char *logpath, struct stop_sh *sh, const char *node)
 {
 	struct mkv_pool *pool;
 	struct mkv_stat st;
-	double end = tu_now() + LT_CHILD_DEADLINE;
+	double end = tu_now() + TU_CHILD_DEADLINE;
 	char key[64];
 	size_t klen;
 	unsigned i, post = 0;
 	int rc, exited, nomsg = 0;
 
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(60, "log open failed");
-	rc = lt_open(dir, 0, node, 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(60, "log open failed");
+	rc = lt_open(path, 0, node, &pool);
 	if (rc < 0)
-		return lt_fail(61, "W open: %s: %s", mkv_strerror(rc), mkv_errormsg());
+		return tu_fail(61, "W open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	for (i = 0; post < P_WPOST; i++) {
 		if (i >= P_MAXREC / 2 || tu_now() > end)
-			return lt_fail(62, "W (node %s): %u keys, took over %d, out of time or keys",
+			return tu_fail(62, "W (node %s): %u keys, took over %d, out of time or keys",
 					node, i, sh->w_took);
 		exited = __atomic_load_n(&sh->h_exited, __ATOMIC_ACQUIRE);
 		klen = stop_key(key, 1, i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, P_MAXLEN), (int)(i % 3), &nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, P_MAXLEN), (enum tu_way)(i % 3),
+				&nomsg);
 		if (rc != 0)
-			return lt_fail(63, "W (node %s) publish %s: %s: %s", node, key,
+			return tu_fail(63, "W (node %s) publish %s: %s: %s", node, key,
 					mkv_strerror(rc), mkv_errormsg());
 		lt_rec_add(&sh->n_acked, sh->acked, P_MAXREC, 1, i, 0);
 		__atomic_add_fetch(&sh->w_acked, 1, __ATOMIC_SEQ_CST);
 		if (i == 0) {
 			/* the first publish could only commit after the takeover */
 			if ((rc = mkv_pool_stat(pool, &st)) < 0)
-				return lt_fail(64, "W stat: %s", mkv_strerror(rc));
+				return tu_fail(64, "W stat: %s", mkv_strerror(rc));
 			sh->w_gen = st.lease_generation;
 			sh->w_holder_seen = st.lease_holder_pid;
 			memcpy(sh->w_node_seen, st.lease_holder_node, sizeof(sh->w_node_seen));
@@ -1219,53 +852,49 @@ stop_trial(const char *wnode)
 	struct mkv_pool *pool;
 	struct mkv_verify rep;
 	struct mkv_stat st;
-	struct lt_taken *tk;
-	const struct lt_taken *th, *tw;
-	char *logpath = lt_log_path(tu_dir);
+	struct tu_taken *tk;
+	const struct tu_taken *th, *tw;
+	char *logpath = tu_log_path(tu_dir);
 	const char *snap;
 	char key[64], ctx[64];
 	size_t klen, ntk, bad;
 	double t_stop;
 	pid_t h, w;
-	int i, n, rc, status;
+	int i, n, rc;
 	long dup;
 
-	lt_why_init();
+	tu_why_init();
 	snprintf(ctx, sizeof(ctx), "H on node a, W on node %s", wnode);
-	lt_create(tu_dir, P_DATA, TU_MAX_CLIENTS);
+	lt_create(tu_path, P_DATA, TU_MAX_CLIENTS);
 	h = tu_fork();
 	ck_assert_int_ge(h, 0);
 	if (h == 0)
-		_exit(stop_holder(tu_dir, logpath, sh));
-	if (!lt_await(&sh->h_ready, 1, 10) || !lt_await(&sh->n_acked, 5, 10)) {
-		lt_kill9(h);
-		ck_abort_msg("%s: H did not start publishing: %s", ctx, lt_why_text());
+		_exit(stop_holder(tu_path, logpath, sh));
+	if (!tu_await(&sh->h_ready, 1, 10) || !tu_await(&sh->n_acked, 5, 10)) {
+		tu_kill(h);
+		ck_abort_msg("%s: H did not start publishing: %s", ctx, tu_why());
 	}
 
-	ck_assert_int_eq(kill(h, SIGSTOP), 0);
-	do
-		rc = waitpid(h, &status, WUNTRACED);
-	while (rc < 0 && errno == EINTR);
-	ck_assert_msg(rc == h && WIFSTOPPED(status), "%s: H did not stop", ctx);
+	ck_assert_msg(tu_stop(h, 10) == 0, "%s: H did not stop", ctx);
 	t_stop = tu_now();
 
 	w = tu_fork();
 	ck_assert_int_ge(w, 0);
 	if (w == 0)
-		_exit(stop_writer(tu_dir, logpath, sh, wnode));
-	if (!lt_await(&sh->w_took, 1, 15)) {
-		snap = lt_snapshot(tu_dir);
-		lt_kill9(w);
-		lt_kill9(h);
+		_exit(stop_writer(tu_path, logpath, sh, wnode));
+	if (!tu_await(&sh->w_took, 1, 15)) {
+		snap = tu_lease_text(tu_path);
+		tu_kill(w);
+		tu_kill(h);
 		ck_abort_msg("%s: W never got a publish through while H was stopped (%s); %s",
-				ctx, lt_why_text(), snap);
+				ctx, tu_why(), snap);
 	}
 	/* W holds the lease now, and keeps publishing */
-	if (!lt_await(&sh->w_acked, 10, 10)) {
-		snap = lt_snapshot(tu_dir);
-		lt_kill9(w);
-		lt_kill9(h);
-		ck_abort_msg("%s: W stalled after its first publish (%s); %s", ctx, lt_why_text(),
+	if (!tu_await(&sh->w_acked, 10, 10)) {
+		snap = tu_lease_text(tu_path);
+		tu_kill(w);
+		tu_kill(h);
+		ck_abort_msg("%s: W stalled after its first publish (%s); %s", ctx, tu_why(),
 				snap);
 	}
 	while (tu_now() - t_stop < 2.5 * LT_PERIOD / 1000.0)
@@ -1274,17 +903,17 @@ stop_trial(const char *wnode)
 
 	__atomic_store_n(&sh->continued, 1, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(kill(h, SIGCONT), 0);
-	rc = lt_wait_for(h, 20);
+	rc = tu_reap(h, 20);
 	__atomic_store_n(&sh->h_exited, 1, __ATOMIC_SEQ_CST);
 	if (rc != 0) {
-		snap = lt_snapshot(tu_dir);
-		lt_kill9(w);
+		snap = tu_lease_text(tu_path);
+		tu_kill(w);
 		ck_abort_msg("%s: H exited with %d after SIGCONT: %s; %s", ctx, rc,
-				lt_why_text(), snap);
+				tu_why(), snap);
 	}
-	rc = lt_wait_for(w, 20);
-	ck_assert_msg(rc == 0, "%s: W exited with %d: %s; %s", ctx, rc, lt_why_text(),
-			lt_snapshot(tu_dir));
+	rc = tu_reap(w, 20);
+	ck_assert_msg(rc == 0, "%s: W exited with %d: %s; %s", ctx, rc, tu_why(),
+			tu_lease_text(tu_path));
 
 	ck_assert_msg(sh->w_holder_seen == (uint32_t)w,
 			"%s: after its first publish W saw holder pid %u, itself is %d", ctx,
@@ -1298,13 +927,13 @@ stop_trial(const char *wnode)
 	ck_assert_int_eq(sh->h_post_ok + sh->h_post_failed, P_HPOST);
 	ck_assert_msg(sh->nomsg == 0, "%s: %d failed calls left no error message", ctx, sh->nomsg);
 
-	rc = lt_open(tu_dir, MKV_RDONLY, "a", 0, 0, &pool);
+	rc = lt_open(tu_path, MKV_RDONLY, "a", &pool);
 	ck_assert_msg(rc == 0, "%s: open: %s: %s", ctx, mkv_strerror(rc), mkv_errormsg());
 	n = lt_rec_count(&sh->n_acked, P_MAXREC);
 	for (i = 0; i < n; i++) {
 		ck_assert(sh->acked[i].valid);
 		klen = stop_key(key, sh->acked[i].who, sh->acked[i].idx);
-		rc = tu_check(pool, key, klen, lt_vlen(key, klen, P_MAXLEN));
+		rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, P_MAXLEN));
 		ck_assert_msg(rc == 0, "%s: acknowledged key %s: %d (%s)", ctx, key, rc,
 				rc < 0 ? mkv_strerror(rc) : "bad bytes");
 	}
@@ -1315,20 +944,20 @@ stop_trial(const char *wnode)
 		ck_assert_msg(lt_clean_failure(sh->failed[i].code),
 				"%s: publish of %s failed with %s (first failure: %s)", ctx, key,
 				mkv_strerror(sh->failed[i].code), sh->note.text);
-		rc = tu_check(pool, key, klen, lt_vlen(key, klen, P_MAXLEN));
+		rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, P_MAXLEN));
 		ck_assert_msg(rc == 0 || rc == MKV_E_NOTFOUND,
 				"%s: failed publish %s (%s) left key state %d", ctx, key,
 				mkv_strerror(sh->failed[i].code), rc);
 	}
-	lt_verify_clean(pool, &rep, ctx);
+	tu_verify_clean(pool, 0, &rep, ctx);
 	tu_stat(pool, &st);
 	ck_assert_uint_ge(st.lease_generation, sh->w_gen);
 	mkv_pool_close(&pool);
 
-	ntk = lt_log_parse(logpath, &tk, &bad);
+	ntk = tu_log_taken(logpath, &tk, &bad);
 	ck_assert_msg(bad == 0, "%s: %zu \"lease taken\" lines do not parse", ctx, bad);
-	th = lt_taken_by(tk, ntk, (long)h);
-	tw = lt_taken_by(tk, ntk, (long)w);
+	th = tu_taken_by(tk, ntk, (long)h);
+	tw = tu_taken_by(tk, ntk, (long)w);
 	ck_assert_msg(th != NULL && tw != NULL, "%s: acquisitions of H %s, of W %s", ctx,
 			th ? "logged" : "missing", tw ? "logged" : "missing");
 	ck_assert_msg(th->gen < tw->gen, "%s: H's generation %llu, W's %llu", ctx, th->gen,
@@ -1339,7 +968,7 @@ stop_trial(const char *wnode)
 			dup < 0 ? 0ULL : tk[dup].gen, dup < 0 ? 0L : tk[dup].pid);
 	free(tk);
 	free(logpath);
-	lt_why_free();
+	tu_why_free();
 	tu_shared_free(sh, sizeof(*sh));
 }
 
@@ -1385,7 +1014,7 @@ contend_key(char *out, unsigned child, unsigned idx)
 }
 
 static int
-contender(const char *dir, const char *logpath, struct contend_sh *sh, unsigned c,
+contender(const char *path, const char *logpath, struct contend_sh *sh, unsigned c,
 		uint64_t seed)
 {
 	struct mkv_pool *pool;
@@ -1398,20 +1027,20 @@ contender(const char *dir, const char *logpath, struct contend_sh *sh, unsigned 
 
 	/* the node comes from the environment here */
 	setenv("MARUKV_NODE", node, 1);
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(70, "log open failed");
-	rc = lt_open(dir, 0, NULL, 0, 0, &pool);
+	if (tu_log_install(logpath) < 0)
+		return tu_fail(70, "log open failed");
+	rc = lt_open(path, 0, NULL, &pool);
 	if (rc < 0)
-		return lt_fail(71, "child %u (node %s, seed %#llx) open: %s: %s", c, node,
+		return tu_fail(71, "child %u (node %s, seed %#llx) open: %s: %s", c, node,
 				(unsigned long long)seed, mkv_strerror(rc), mkv_errormsg());
 	for (i = 0; i < nkeys; i++) {
 		klen = contend_key(key, c, i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, C_MAXLEN),
-				(int)tu_rand_range(&rng, 0, 2), &nomsg);
+		rc = tu_write(pool, key, klen, tu_vlen(key, klen, 1, C_MAXLEN),
+				(enum tu_way)tu_rand_range(&rng, 0, 2), &nomsg);
 		if (rc == 0) {
 			lt_rec_add(&sh->n_acked, sh->acked, C_MAXREC, 0, c * 8 + i, 0);
 		} else {
-			lt_note_failure(&sh->note, rc);
+			lt_note_failure(&sh->note, rc, tu_write_msg);
 			lt_rec_add(&sh->n_failed, sh->failed, C_MAXREC, 0, c * 8 + i, rc);
 		}
 		tu_sleep_ms((double)tu_rand_range(&rng, 0, 10));
@@ -1425,7 +1054,7 @@ contender(const char *dir, const char *logpath, struct contend_sh *sh, unsigned 
 START_TEST(test_two_nodes_contend_unique_generations)
 {
 	struct contend_sh *sh = tu_shared(sizeof(*sh));
-	char *logpath = lt_log_path(tu_dir);
+	char *logpath = tu_log_path(tu_dir);
 	struct {
 		pid_t pid;
 		unsigned c;
@@ -1435,7 +1064,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 	struct mkv_pool *pool;
 	struct mkv_verify rep;
 	struct mkv_stat st;
-	struct lt_taken *tk;
+	struct tu_taken *tk;
 	uint64_t rng = 0xc0417e57ULL, seed;
 	unsigned nchild = 0, nkilled = 0;
 	char key[64];
@@ -1444,8 +1073,8 @@ START_TEST(test_two_nodes_contend_unique_generations)
 	int i, n, rc, nlive = 0;
 	long dup;
 
-	lt_why_init();
-	lt_create(tu_dir, C_DATA, 64);
+	tu_why_init();
+	lt_create(tu_path, C_DATA, 64);
 	start = tu_now();
 	for (;;) {
 		t = tu_now();
@@ -1458,7 +1087,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 			live[nlive].pid = tu_fork();
 			ck_assert_int_ge(live[nlive].pid, 0);
 			if (live[nlive].pid == 0)
-				_exit(contender(tu_dir, logpath, sh, nchild, seed));
+				_exit(contender(tu_path, logpath, sh, nchild, seed));
 			nchild++;
 			nlive++;
 		}
@@ -1469,20 +1098,20 @@ START_TEST(test_two_nodes_contend_unique_generations)
 			pid_t r;
 
 			if (live[i].kill_at > 0 && tu_now() >= live[i].kill_at) {
-				lt_kill9(live[i].pid);
+				tu_kill(live[i].pid);
 				nkilled++;
 			} else {
 				r = waitpid(live[i].pid, &status, WNOHANG);
 				if (r == 0) {
 					ck_assert_msg(tu_now() - start < C_SECONDS + 30,
 							"child %u (pid %d) hangs; %s", live[i].c,
-							(int)live[i].pid, lt_snapshot(tu_dir));
+							(int)live[i].pid, tu_lease_text(tu_path));
 					continue;
 				}
 				ck_assert_msg(r == live[i].pid && WIFEXITED(status) &&
 						WEXITSTATUS(status) == 0,
 						"child %u exited with status %#x: %s", live[i].c,
-						status, lt_why_text());
+						status, tu_why());
 			}
 			live[i--] = live[--nlive];
 		}
@@ -1490,7 +1119,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 	}
 	ck_assert_msg(sh->nomsg == 0, "%d failed calls left no error message", sh->nomsg);
 
-	ntk = lt_log_parse(logpath, &tk, &bad);
+	ntk = tu_log_taken(logpath, &tk, &bad);
 	ck_assert_msg(bad == 0, "%zu \"lease taken\" lines do not parse", bad);
 	dup = lt_dup_generation(tk, ntk);
 	ck_assert_msg(dup < 0, "generation %llu taken twice (second time by pid %ld, node %s, "
@@ -1505,7 +1134,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 			maxgen = tk[k].gen;
 	}
 
-	rc = lt_open(tu_dir, MKV_RDONLY, "a", 0, 0, &pool);
+	rc = lt_open(tu_path, MKV_RDONLY, "a", &pool);
 	ck_assert_msg(rc == 0, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	tu_stat(pool, &st);
 	ck_assert_uint_ge(st.lease_generation, maxgen);
@@ -1514,7 +1143,7 @@ START_TEST(test_two_nodes_contend_unique_generations)
 		if (!sh->acked[i].valid)
 			continue;
 		klen = contend_key(key, sh->acked[i].idx / 8, sh->acked[i].idx % 8);
-		rc = tu_check(pool, key, klen, lt_vlen(key, klen, C_MAXLEN));
+		rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, C_MAXLEN));
 		ck_assert_msg(rc == 0, "acknowledged key %s: %d", key, rc);
 	}
 	n = lt_rec_count(&sh->n_failed, C_MAXREC);
@@ -1525,389 +1154,16 @@ START_TEST(test_two_nodes_contend_unique_generations)
 		ck_assert_msg(lt_clean_failure(sh->failed[i].code),
 				"publish of %s failed with %s (first failure: %s)", key,
 				mkv_strerror(sh->failed[i].code), sh->note.text);
-		rc = tu_check(pool, key, klen, lt_vlen(key, klen, C_MAXLEN));
+		rc = tu_check(pool, key, klen, tu_vlen(key, klen, 1, C_MAXLEN));
 		ck_assert_msg(rc == 0 || rc == MKV_E_NOTFOUND,
 				"failed publish %s (%s) left key state %d", key,
 				mkv_strerror(sh->failed[i].code), rc);
 	}
-	lt_verify_clean(pool, &rep, "contention");
+	tu_verify_clean(pool, 0, &rep, "contention");
 	mkv_pool_close(&pool);
 	free(tk);
 	free(logpath);
-	lt_why_free();
-	tu_shared_free(sh, sizeof(*sh));
-}
-END_TEST
-
-/* ===================================================================== */
-/* 6. asynchronous publishes                                             */
-
-#define A_KEYS 64
-#define A_MAXLEN (2 * TU_PAGE_SIZE + 10)
-
-/* alloc + fill + publish_async of @p key; 0 or a failure (lt_fail). */
-static int
-async_start(struct mkv_pool *pool, const char *key, size_t klen, struct mkv_ticket *t)
-{
-	size_t len = lt_vlen(key, klen, A_MAXLEN);
-	struct mkv_buf b;
-	int rc;
-
-	memset(&b, 0, sizeof(b));
-	if ((rc = mkv_alloc(pool, len, &b)) < 0)
-		return lt_fail(80, "alloc %zu: %s: %s", len, mkv_strerror(rc), mkv_errormsg());
-	tu_fill(b.data, len, key, klen);
-	memset(t, 0, sizeof(*t));
-	rc = mkv_publish_async(pool, key, klen, &b, t);
-	if (rc != 0)
-		return lt_fail(81, "publish_async %s: %s: %s", key, mkv_strerror(rc),
-				mkv_errormsg());
-	if (!tu_is_zero(&b, sizeof(b)))
-		return lt_fail(82, "buffer of %s not zeroed by publish_async", key);
-	return 0;
-}
-
-/*
- * Publish A_KEYS keys "<prefix>NNNNNNNN" asynchronously, plus a duplicate
- * of the first while it is in flight; wait for all (exactly one of the
- * two publishes of key 0 wins, the other gets EXISTS); then a duplicate of
- * a committed key (EXISTS), and second waits (INVAL).  0 or a failure.
- */
-static int
-async_round(struct mkv_pool *pool, const char *prefix)
-{
-	struct mkv_ticket t[A_KEYS + 1], d;
-	char key[64];
-	size_t klen;
-	unsigned i;
-	int rc, rc0 = 0;
-
-	for (i = 0; i <= A_KEYS; i++) {
-		klen = tu_key(key, prefix, i == A_KEYS ? 0 : i);
-		if ((rc = async_start(pool, key, klen, &t[i])) != 0)
-			return rc;
-	}
-	for (i = 0; i <= A_KEYS; i++) {
-		klen = tu_key(key, prefix, i == A_KEYS ? 0 : i);
-		rc = mkv_wait(pool, &t[i]);
-		if (i == 0) {
-			rc0 = rc;
-			if (rc != 0 && rc != MKV_E_EXISTS)
-				return lt_fail(83, "wait %s: %s: %s", key, mkv_strerror(rc),
-						mkv_errormsg());
-		} else if (i == A_KEYS) {
-			if (!((rc0 == 0 && rc == MKV_E_EXISTS) || (rc0 == MKV_E_EXISTS && rc == 0)))
-				return lt_fail(84, "two publishes of %s in flight: waits gave "
-						"%d and %d, expected one 0 and one EXISTS", key, rc0, rc);
-		} else if (rc != 0) {
-			return lt_fail(85, "wait %s: %s: %s", key, mkv_strerror(rc), mkv_errormsg());
-		}
-		if ((rc = tu_check(pool, key, klen, lt_vlen(key, klen, A_MAXLEN))) != 0)
-			return lt_fail(86, "check %s after wait: %d", key, rc);
-	}
-	/* a duplicate of a committed key: publish_async takes it, wait says EXISTS */
-	klen = tu_key(key, prefix, 1);
-	if ((rc = async_start(pool, key, klen, &d)) != 0)
-		return rc;
-	rc = mkv_wait(pool, &d);
-	if (rc != MKV_E_EXISTS)
-		return lt_fail(87, "wait for a duplicate of %s: %d (%s), expected EXISTS", key,
-				rc, mkv_strerror(rc));
-	if (mkv_errormsg()[0] == '\0')
-		return lt_fail(88, "EXISTS from mkv_wait without a message");
-	if ((rc = tu_check(pool, key, klen, lt_vlen(key, klen, A_MAXLEN))) != 0)
-		return lt_fail(89, "check %s after the duplicate: %d", key, rc);
-	/* a ticket is waited for once */
-	if ((rc = mkv_wait(pool, &t[5])) != MKV_E_INVAL)
-		return lt_fail(90, "second wait on a ticket: %d (%s), expected INVAL", rc,
-				mkv_strerror(rc));
-	if ((rc = mkv_wait(pool, &d)) != MKV_E_INVAL)
-		return lt_fail(91, "second wait on the duplicate's ticket: %d (%s)", rc,
-				mkv_strerror(rc));
-	return 0;
-}
-
-/* A handle's ticket on another handle: INVAL, and the ticket stays good. */
-static int
-async_other_handle(struct mkv_pool *p1, struct mkv_pool *p2, const char *key)
-{
-	struct mkv_ticket t, z;
-	size_t klen = strlen(key), len = lt_vlen(key, klen, A_MAXLEN);
-	int rc;
-
-	if ((rc = async_start(p1, key, klen, &t)) != 0)
-		return rc;
-	rc = mkv_wait(p2, &t);
-	if (rc != MKV_E_INVAL)
-		return lt_fail(92, "wait on the wrong handle: %d (%s)", rc, mkv_strerror(rc));
-	memset(&z, 0, sizeof(z));
-	rc = mkv_wait(p1, &z);
-	if (rc != MKV_E_INVAL)
-		return lt_fail(93, "wait on a zeroed ticket: %d (%s)", rc, mkv_strerror(rc));
-	if ((rc = mkv_wait(p1, &t)) != 0)
-		return lt_fail(94, "wait on the right handle after a wrong one: %d (%s): %s",
-				rc, mkv_strerror(rc), mkv_errormsg());
-	if ((rc = tu_check(p2, key, klen, len)) != 0)
-		return lt_fail(95, "check %s: %d", key, rc);
-	return 0;
-}
-
-static int
-async_child(const char *dir)
-{
-	struct mkv_pool *p1, *p2;
-	struct mkv_stat st;
-	int rc;
-
-	if ((rc = lt_open(dir, 0, "a", 0, 0, &p1)) < 0 ||
-	    (rc = lt_open(dir, 0, "a", 0, 0, &p2)) < 0)
-		return lt_fail(96, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
-	if ((rc = mkv_pool_stat(p1, &st)) < 0)
-		return lt_fail(97, "stat: %s", mkv_strerror(rc));
-	if (st.lease_holder_pid != (uint32_t)getppid())
-		return lt_fail(98, "holder %u, expected the parent", st.lease_holder_pid);
-	/* more tickets in flight than a ring holds, all forwarded */
-	if ((rc = async_round(p1, "child")) != 0)
-		return rc;
-	if ((rc = async_other_handle(p1, p2, "child-other")) != 0)
-		return rc;
-	mkv_pool_close(&p2);
-	mkv_pool_close(&p1);
-	return 0;
-}
-
-START_TEST(test_async_publish_and_wait)
-{
-	struct mkv_pool *pool, *p2;
-	struct mkv_verify rep;
-	struct mkv_stat st;
-	struct mkv_ticket z;
-	pid_t pid;
-	int rc;
-
-	lt_why_init();
-	TU_OK(lt_open(tu_dir, MKV_CREATE, "a", 8ULL << 20, TU_MAX_CLIENTS, &pool));
-	tu_stat(pool, &st);
-	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
-
-	/* on the holder itself */
-	rc = async_round(pool, "par");
-	ck_assert_msg(rc == 0, "holder: %s", lt_why_text());
-	memset(&z, 0, sizeof(z));
-	TU_ERR(mkv_wait(pool, &z), MKV_E_INVAL);
-	TU_OK(lt_open(tu_dir, 0, "a", 0, 0, &p2));
-	rc = async_other_handle(pool, p2, "par-other");
-	ck_assert_msg(rc == 0, "holder: %s", lt_why_text());
-	mkv_pool_close(&p2);
-
-	/* on a client whose requests go to us */
-	pid = tu_fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		_exit(async_child(tu_dir));
-	rc = lt_wait_for(pid, 30);
-	ck_assert_msg(rc == 0, "client exited with %d: %s; %s", rc, lt_why_text(),
-			lt_snapshot(tu_dir));
-
-	ck_assert_msg(lt_drain_pending(pool, 2.0) == 0, "requests_pending stays above 0");
-	tu_stat(pool, &st);
-	ck_assert_uint_eq(st.entries, 2 * A_KEYS + 2);
-	lt_verify_clean(pool, &rep, "async");
-	ck_assert_uint_eq(rep.entries, 2 * A_KEYS + 2);
-	mkv_pool_close(&pool);
-	/* our own cached grants went back at close, the refused duplicates' too */
-	TU_OK(lt_open(tu_dir, MKV_RDONLY, "a", 0, 0, &pool));
-	tu_stat(pool, &st);
-	ck_assert_uint_eq(st.pages_granted, 0);
-	mkv_pool_close(&pool);
-	lt_why_free();
-}
-END_TEST
-
-/*
- * An asynchronous publish goes where every write goes: a handle that finds
- * the lease free takes it and commits at once, so the key is there before
- * mkv_wait() is called (it used to wait in the ring for a holder).
- */
-START_TEST(test_async_publish_takes_a_free_lease)
-{
-	struct mkv_pool *p1, *p2;
-	struct mkv_stat st;
-	struct mkv_ticket t;
-	struct mkv_buf b;
-	const char *key = "async-free-lease";
-	size_t klen = strlen(key), len = lt_vlen(key, klen, A_MAXLEN);
-
-	TU_OK(lt_open(tu_dir, MKV_CREATE, "a", 8ULL << 20, TU_MAX_CLIENTS, &p1));
-	TU_OK(lt_open(tu_dir, 0, "a", 0, 0, &p2));
-	/* the buffer while p1 holds the lease, so that only the publish writes */
-	TU_OK(mkv_alloc(p2, len, &b));
-	tu_fill(b.data, len, key, klen);
-	/* the holder closes and gives the lease up: nobody holds it */
-	mkv_pool_close(&p1);
-	tu_stat(p2, &st);
-	ck_assert_uint_eq(st.lease_holder_pid, 0);
-
-	memset(&t, 0, sizeof(t));
-	TU_OK(mkv_publish_async(p2, key, klen, &b, &t));
-	ck_assert_int_eq(mkv_exists(p2, key, klen), 1);
-	tu_stat(p2, &st);
-	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
-	TU_OK(mkv_wait(p2, &t));
-	ck_assert_int_eq(tu_check(p2, key, klen, len), 0);
-	mkv_pool_close(&p2);
-}
-END_TEST
-
-/* ===================================================================== */
-/* 7. a read-only handle never holds the lease, and reads on without one  */
-
-#define R_KEYS 50
-#define R_MAXLEN (2 * TU_PAGE_SIZE)
-
-struct rdonly_sh {
-	int ready;
-	int nomsg;
-};
-
-/* Publish keys [from, from + n) of prefix; then idle until killed, or close. */
-static int
-rdonly_writer(const char *dir, const char *logpath, struct rdonly_sh *sh,
-		unsigned from, unsigned n, int stay)
-{
-	struct mkv_pool *pool;
-	double end = tu_now() + LT_CHILD_DEADLINE;
-	char key[64];
-	size_t klen;
-	unsigned i;
-	int rc, nomsg = 0;
-
-	if (lt_log_install(logpath) < 0)
-		return lt_fail(100, "log open failed");
-	if ((rc = lt_open(dir, 0, "a", 0, 0, &pool)) < 0)
-		return lt_fail(101, "open: %s: %s", mkv_strerror(rc), mkv_errormsg());
-	for (i = from; i < from + n; i++) {
-		klen = tu_key(key, "r", i);
-		rc = lt_pub(pool, key, klen, lt_vlen(key, klen, R_MAXLEN), (int)(i % 3), &nomsg);
-		if (rc != 0)
-			return lt_fail(102, "publish %s: %s: %s", key, mkv_strerror(rc),
-					mkv_errormsg());
-	}
-	__atomic_store_n(&sh->ready, 1, __ATOMIC_SEQ_CST);
-	while (stay && tu_now() < end)
-		tu_sleep_ms(10);
-	if (stay)
-		return lt_fail(103, "never killed");
-	mkv_pool_close(&pool);
-	return 0;
-}
-
-static void
-rdonly_read_all(struct mkv_pool *pool, unsigned n)
-{
-	struct mkv_key kv[R_KEYS * 2];
-	char keys[R_KEYS * 2][64];
-	size_t hits;
-	unsigned i;
-	int rc;
-
-	ck_assert(n <= R_KEYS * 2);
-	for (i = 0; i < n; i++) {
-		kv[i].len = tu_key(keys[i], "r", i);
-		kv[i].data = keys[i];
-		rc = tu_check(pool, keys[i], kv[i].len, lt_vlen(keys[i], kv[i].len, R_MAXLEN));
-		ck_assert_msg(rc == 0, "read %s: %d", keys[i], rc);
-	}
-	TU_OK(mkv_prefix_len(pool, kv, n, &hits));
-	ck_assert_uint_eq(hits, n);
-}
-
-START_TEST(test_rdonly_never_takes_lease)
-{
-	struct rdonly_sh *sh = tu_shared(sizeof(*sh));
-	char *logpath = lt_log_path(tu_dir);
-	struct mkv_pool *r;
-	struct mkv_verify rep;
-	struct mkv_stat st;
-	struct lt_taken *tk;
-	uint64_t hgen;
-	size_t ntk, bad, k;
-	double end;
-	pid_t h, w;
-	int rc;
-
-	lt_why_init();
-	lt_create(tu_dir, 8ULL << 20, TU_MAX_CLIENTS);
-	ck_assert_int_eq(lt_log_install(logpath), 0);
-	TU_OK(lt_open(tu_dir, MKV_RDONLY, "a", 0, 0, &r));
-	tu_stat(r, &st);
-	ck_assert_msg(st.lease_holder_pid == 0, "holder pid %u with only a read-only handle open",
-			st.lease_holder_pid);
-	ck_assert_str_eq(st.lease_holder_node, "");
-	ck_assert_uint_eq(st.lease_period_ms, LT_PERIOD);
-	TU_ERR(mkv_put(r, "x", 1, "y", 1), MKV_E_RDONLY);
-	tu_sleep_ms(2 * LT_PERIOD);
-	tu_stat(r, &st);
-	ck_assert_uint_eq(st.lease_holder_pid, 0);
-
-	/* a writer comes, takes the lease, publishes; we read */
-	h = tu_fork();
-	ck_assert_int_ge(h, 0);
-	if (h == 0)
-		_exit(rdonly_writer(tu_dir, logpath, sh, 0, R_KEYS, 1));
-	if (!lt_await(&sh->ready, 1, 15)) {
-		lt_kill9(h);
-		ck_abort_msg("writer not ready: %s", lt_why_text());
-	}
-	tu_stat(r, &st);
-	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)h);
-	hgen = st.lease_generation;
-	rdonly_read_all(r, R_KEYS);
-
-	/* the holder dies; reads go on, and we do not take over */
-	lt_kill9(h);
-	end = tu_now() + 3.0 * LT_PERIOD / 1000.0;
-	while (tu_now() < end) {
-		rdonly_read_all(r, R_KEYS);
-		tu_stat(r, &st);
-		ck_assert_uint_ne(st.lease_holder_pid, (uint32_t)getpid());
-		ck_assert_uint_eq(st.lease_generation, hgen);
-	}
-	tu_stat(r, &st);
-	if (st.lease_holder_pid == (uint32_t)h)
-		ck_assert_msg(st.lease_heartbeat_age_ms >= (int64_t)LT_PERIOD,
-				"dead holder's heartbeat age %lld ms after 3 periods",
-				(long long)st.lease_heartbeat_age_ms);
-
-	/* the next writer takes over; we see its keys */
-	sh->ready = 0;
-	w = tu_fork();
-	ck_assert_int_ge(w, 0);
-	if (w == 0)
-		_exit(rdonly_writer(tu_dir, logpath, sh, R_KEYS, R_KEYS, 0));
-	rc = lt_wait_for(w, 20);
-	ck_assert_msg(rc == 0, "second writer exited with %d: %s; %s", rc, lt_why_text(),
-			lt_snapshot(tu_dir));
-	rdonly_read_all(r, 2 * R_KEYS);
-	tu_stat(r, &st);
-	ck_assert_uint_gt(st.lease_generation, hgen);
-	ck_assert_uint_ne(st.lease_holder_pid, (uint32_t)getpid());
-	lt_verify_clean(r, &rep, "rdonly");
-	ck_assert_uint_eq(rep.entries, 2 * R_KEYS);
-	mkv_pool_close(&r);
-	lt_log_uninstall();
-
-	/* no acquisition by this process */
-	ntk = lt_log_parse(logpath, &tk, &bad);
-	ck_assert_int_eq(bad, 0);
-	for (k = 0; k < ntk; k++)
-		ck_assert_msg(tk[k].pid != (long)getpid(),
-				"the read-only process took the lease (generation %llu)", tk[k].gen);
-	ck_assert_msg(lt_taken_by(tk, ntk, (long)h) && lt_taken_by(tk, ntk, (long)w),
-			"acquisitions by the writers not logged");
-	free(tk);
-	free(logpath);
-	lt_why_free();
+	tu_why_free();
 	tu_shared_free(sh, sizeof(*sh));
 }
 END_TEST
@@ -1923,9 +1179,6 @@ lease_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_single_writer_takes_lease);
 	tcase_add_test(tc, test_forwarded_publishes_group_commit);
-	tcase_add_test(tc, test_async_publish_and_wait);
-	tcase_add_test(tc, test_async_publish_takes_a_free_lease);
-	tcase_add_test(tc, test_rdonly_never_takes_lease);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("takeover");

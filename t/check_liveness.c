@@ -46,65 +46,6 @@
 #define HELD_LEN (8 * PAGE - 11)
 #define BOUND 30.0  /* seconds any one call may take here */
 
-/* Options for open_pool(); zero fields keep the library's defaults. */
-struct popts {
-	const char *node;
-	const char *host;      /* a kernel to claim (MARUKV_BOOT_ID): another host, emulated */
-	uint32_t lease_ms;
-	uint32_t client_timeout_ms;
-	uint32_t max_nodes;
-	uint32_t max_clients;  /* 0: 16 */
-	uint64_t registry_size;
-};
-
-static char *pool_path;
-
-static void
-live_setup(void)
-{
-	tu_setup();
-	pool_path = tu_pool_path(tu_dir);
-	ck_assert_ptr_nonnull(pool_path);
-}
-
-static void
-live_teardown(void)
-{
-	free(pool_path);
-	pool_path = NULL;
-	tu_teardown();
-}
-
-static int
-open_pool(unsigned flags, const struct popts *o, struct mkv_pool **pool)
-{
-	struct mkv_opts *opts = NULL;
-	int rc;
-
-	*pool = NULL;
-	if (o->host && setenv("MARUKV_BOOT_ID", o->host, 1) < 0)
-		return -errno;
-	if ((rc = mkv_opts_new(&opts)) < 0)
-		return rc;
-	if ((rc = mkv_opts_set_page_size(opts, PAGE)) < 0 ||
-	    (rc = mkv_opts_set_data_size(opts, TU_DATA_SIZE)) < 0 ||
-	    (rc = mkv_opts_set_max_clients(opts, o->max_clients ? o->max_clients : 16)) < 0 ||
-	    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
-	    (o->node && (rc = mkv_opts_set_node(opts, o->node)) < 0) ||
-	    (o->lease_ms && (rc = mkv_opts_set_lease_period(opts, o->lease_ms)) < 0) ||
-	    (o->client_timeout_ms &&
-	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
-	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
-	    (o->registry_size &&
-	     (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0)) {
-		mkv_opts_delete(&opts);
-		return rc;
-	}
-	rc = mkv_pool_open(pool_path, flags, opts, pool);
-	mkv_opts_delete(&opts);
-	return rc;
-}
-
 /* The client entry of @p pid, if it has one; 1 if found. */
 static int
 client_of(struct mkv_pool *pool, uint32_t pid, struct mkv_client *out)
@@ -142,29 +83,20 @@ other_client(struct mkv_pool *pool, struct mkv_client *out)
 	return found == 1;
 }
 
-static ssize_t
-view_damage(const struct mkv_view *v, const void *key, size_t klen, size_t len)
-{
-	if (v->data == NULL || v->len != len)
-		return 0;
-	return tu_verify(v->data, v->len, key, klen);
-}
-
 #define APPEND(buf, ...) \
 	snprintf((buf) + strlen(buf), sizeof(buf) - strlen(buf), __VA_ARGS__)
 
 /* A child that opens the pool itself, deletes @p key and churns the pool; its exit status. */
 static int
-delete_and_churn(const struct popts *o, const char *key)
+delete_and_churn(const struct tu_opts *o, const char *key)
 {
 	pid_t pid = tu_fork();
-	int rc;
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		struct mkv_pool *p;
 
-		if (open_pool(0, o, &p) < 0)
+		if (tu_open(tu_path, 0, o, &p) < 0)
 			_exit(10);
 		if (key && mkv_del(p, key, strlen(key)) < 0)
 			_exit(11);
@@ -173,12 +105,7 @@ delete_and_churn(const struct popts *o, const char *key)
 		mkv_pool_close(&p);
 		_exit(0);
 	}
-	rc = tu_wait_for(pid, 60);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
-	}
-	return rc;
+	return tu_reap(pid, 60);
 }
 
 /* ---- fork ---- */
@@ -196,7 +123,7 @@ struct forkres {
  */
 static void
 parent_intact(struct mkv_pool *pool, struct mkv_view *v, const struct mkv_client *me,
-		const struct popts *o, char *bad, size_t badsz)
+		const struct tu_opts *o, char *bad, size_t badsz)
 {
 	struct mkv_client now;
 	struct mkv_verify vr;
@@ -212,7 +139,7 @@ parent_intact(struct mkv_pool *pool, struct mkv_view *v, const struct mkv_client
 	rc = delete_and_churn(o, "held");
 	if (rc != 0)
 		BAD("\n  another process deleting and churning exited with %d", rc);
-	off = view_damage(v, "held", 4, HELD_LEN);
+	off = tu_view_damage(v, "held", 4, HELD_LEN);
 	if (off != -1)
 		BAD("\n  the parent's view changed at byte %zd", off);
 	if ((rc = mkv_release(pool, v)) != 0)
@@ -239,7 +166,7 @@ parent_intact(struct mkv_pool *pool, struct mkv_view *v, const struct mkv_client
 
 START_TEST(test_close_in_forked_child_leaves_parent_intact)
 {
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct forkres *sh = tu_shared(sizeof(*sh));
 	struct mkv_pool *pool;
 	struct mkv_client me;
@@ -248,7 +175,7 @@ START_TEST(test_close_in_forked_child_leaves_parent_intact)
 	pid_t pid;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	TU_OK(tu_put(pool, "held", 4, HELD_LEN));
 	TU_OK(tu_put(pool, "other", 5, 100));
 	TU_OK(mkv_get(pool, "held", 4, &v));
@@ -274,13 +201,10 @@ START_TEST(test_close_in_forked_child_leaves_parent_intact)
 		sh->step = 3;
 		_exit(0);
 	}
-	rc = tu_wait_for(pid, 10);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
+	rc = tu_reap(pid, 10);
+	if (rc == -2)
 		APPEND(bad, "\n  the child %s", sh->step == 2 ? "hung in mkv_pool_close()" :
 				"hung before it could close");
-	}
 	else if (sh->close_secs > 2.0)
 		APPEND(bad, "\n  the child's mkv_pool_close() took %.1f s", sh->close_secs);
 	if (sh->step >= 1 && (sh->get_rc != MKV_E_INVAL || sh->put_rc != MKV_E_INVAL ||
@@ -302,11 +226,11 @@ END_TEST
  */
 START_TEST(test_close_in_forked_child_of_idle_reader_returns)
 {
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct mkv_pool *w, *r;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &w));
-	TU_OK(open_pool(MKV_RDONLY, &o, &r));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &w));
+	TU_OK(tu_open(tu_path, MKV_RDONLY, &o, &r));
 	for (int i = 0; i < 10; i++) {
 		pid_t pid;
 		int rc;
@@ -320,11 +244,7 @@ START_TEST(test_close_in_forked_child_of_idle_reader_returns)
 			mkv_pool_close(&w);
 			_exit(0);
 		}
-		rc = tu_wait_for(pid, 5);
-		if (rc == -2) {
-			kill(pid, SIGKILL);
-			tu_wait(pid);
-		}
+		rc = tu_reap(pid, 5);
 		ck_assert_msg(rc == 0, "fork %d: the child's mkv_pool_close() %s", i,
 				rc == -2 ? "hung" : "failed");
 	}
@@ -336,7 +256,7 @@ END_TEST
 
 START_TEST(test_forked_child_exiting_without_close_leaves_parent_intact)
 {
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct mkv_pool *pool;
 	struct mkv_client me;
 	struct mkv_view v;
@@ -344,7 +264,7 @@ START_TEST(test_forked_child_exiting_without_close_leaves_parent_intact)
 	pid_t pid;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	TU_OK(tu_put(pool, "held", 4, HELD_LEN));
 	TU_OK(mkv_get(pool, "held", 4, &v));
 	ck_assert(client_of(pool, (uint32_t)getpid(), &me));
@@ -353,11 +273,7 @@ START_TEST(test_forked_child_exiting_without_close_leaves_parent_intact)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		exit(0);  /* exit(), not _exit(): whatever the library runs at exit runs */
-	rc = tu_wait_for(pid, 10);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
-	}
+	rc = tu_reap(pid, 10);
 	if (rc != 0)
 		APPEND(bad, "\n  the child's exit() took %s (status %d)",
 				rc == -2 ? "more than 10 s" : "an error", rc);
@@ -383,20 +299,20 @@ struct nsarg {
 static int
 ns_reader(int cmd, int ev, struct nsres *sh)
 {
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct mkv_pool *pool;
 	struct mkv_view v;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if ((sh->open_rc = open_pool(MKV_RDONLY, &o, &pool)) < 0)
+	if ((sh->open_rc = tu_open(tu_path, MKV_RDONLY, &o, &pool)) < 0)
 		return 60;
 	if ((sh->get_rc = mkv_get(pool, "held", 4, &v)) < 0 ||
-	    view_damage(&v, "held", 4, HELD_LEN) != -1)
+	    tu_view_damage(&v, "held", 4, HELD_LEN) != -1)
 		return 61;
 	tu_write_byte(ev, 'v');
 	if (tu_read_byte(cmd, 120) != 'c')
 		return 62;
-	sh->off = view_damage(&v, "held", 4, HELD_LEN);
+	sh->off = tu_view_damage(&v, "held", 4, HELD_LEN);
 	tu_write_byte(ev, 'd');
 	for (;;)
 		pause();
@@ -446,7 +362,7 @@ ns_main(int cmd, int ev, void *arg)
 
 START_TEST(test_reader_in_own_pid_namespace_keeps_its_view)
 {
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct nsarg a = { 0, tu_shared(sizeof(struct nsres)) };
 	struct tu_child c = TU_CHILD_NONE;
 	struct mkv_client cl;
@@ -460,7 +376,7 @@ START_TEST(test_reader_in_own_pid_namespace_keeps_its_view)
 		fprintf(stderr, "%s: skipped, needs root (unshare(CLONE_NEWPID))\n", __func__);
 		return;
 	}
-	TU_OK(open_pool(MKV_CREATE, &o, &w));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &w));
 	TU_OK(tu_put(w, "held", 4, HELD_LEN));
 	mkv_pool_close(&w);
 
@@ -470,8 +386,8 @@ START_TEST(test_reader_in_own_pid_namespace_keeps_its_view)
 	tu_child_start(&c, ns_main, &a);
 	got = tu_read_byte(c.ev, 30);
 	if (got != 'v') {
-		rc = tu_wait_for(c.pid, 5);
-		c.pid = rc == -2 ? c.pid : -1;
+		rc = tu_reap(c.pid, 5);
+		c.pid = -1;
 		tu_child_end(&c);
 		if (rc == 77) {
 			fprintf(stderr, "%s: skipped, unshare(CLONE_NEWPID) is not permitted here\n",
@@ -482,7 +398,7 @@ START_TEST(test_reader_in_own_pid_namespace_keeps_its_view)
 				got, rc, a.sh->open_rc, a.sh->get_rc);
 	}
 
-	TU_OK(open_pool(0, &o, &w));
+	TU_OK(tu_open(tu_path, 0, &o, &w));
 	if (other_client(w, &cl))
 		alive_before = cl.alive;
 	TU_OK(mkv_del(w, "held", 4));
@@ -545,18 +461,18 @@ paused_reader(int cmd, int ev, void *arg)
 	struct pausearg *pa = arg;
 	struct pauseres *sh = pa->sh;
 	/* a node other than the writer's runs on another host, emulated */
-	struct popts o = { .node = pa->node, .host = strcmp(pa->node, "a") ? pa->node : NULL };
+	struct tu_opts o = { .node = pa->node, .host = strcmp(pa->node, "a") ? pa->node : NULL };
 	struct mkv_pool *pool;
 	struct mkv_view v, v2;
 
-	if (open_pool(0, &o, &pool) < 0)
+	if (tu_open(tu_path, 0, &o, &pool) < 0)
 		return 80;
-	if (mkv_get(pool, "held", 4, &v) < 0 || view_damage(&v, "held", 4, HELD_LEN) != -1)
+	if (mkv_get(pool, "held", 4, &v) < 0 || tu_view_damage(&v, "held", 4, HELD_LEN) != -1)
 		return 81;
 	tu_write_byte(ev, 'v');
 	if (tu_read_byte(cmd, 120) != 'c')
 		return 82;
-	sh->off = view_damage(&v, "held", 4, HELD_LEN);
+	sh->off = tu_view_damage(&v, "held", 4, HELD_LEN);
 	sh->rel_rc = mkv_release(pool, &v);
 	snprintf(sh->msg, sizeof(sh->msg), "%s", mkv_errormsg());
 	sh->get_rc = mkv_get(pool, "other", 5, &v2);
@@ -582,7 +498,7 @@ paused_reader(int cmd, int ev, void *arg)
 static void
 pause_reader(const char *node, struct pauseres *res, struct mkv_reclaim *rep1)
 {
-	struct popts o = { .node = "a", .client_timeout_ms = 300 };
+	struct tu_opts o = { .node = "a", .client_timeout_ms = 300 };
 	struct pausearg pa = { node, tu_shared(sizeof(struct pauseres)) };
 	struct tu_child r = TU_CHILD_NONE;
 	struct mkv_reclaim rep;
@@ -590,7 +506,7 @@ pause_reader(const char *node, struct pauseres *res, struct mkv_reclaim *rep1)
 	double t0;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &w));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &w));
 	TU_OK(tu_put(w, "held", 4, HELD_LEN));
 	TU_OK(tu_put(w, "other", 5, 100));
 	tu_child_start(&r, paused_reader, &pa);
@@ -608,9 +524,8 @@ pause_reader(const char *node, struct pauseres *res, struct mkv_reclaim *rep1)
 	ck_assert_int_eq(tu_churn(w, "churn", 1), 0);
 	ck_assert_int_eq(kill(r.pid, SIGCONT), 0);
 	tu_write_byte(r.cmd, 'c');
-	rc = tu_wait_for(r.pid, BOUND);
-	if (rc != -2)
-		r.pid = -1;
+	rc = tu_reap(r.pid, BOUND);
+	r.pid = -1;
 	*res = *pa.sh;
 	tu_child_end(&r);
 	mkv_pool_close(&w);
@@ -678,11 +593,11 @@ static int
 node_writer(int cmd, int ev, void *arg)
 {
 	struct noderes *sh = arg;
-	struct popts o = { .node = sh->node };
+	struct tu_opts o = { .node = sh->node };
 	struct mkv_pool *pool;
 	int rc;
 
-	sh->rc = open_pool(0, &o, &pool);
+	sh->rc = tu_open(tu_path, 0, &o, &pool);
 	snprintf(sh->msg, sizeof(sh->msg), "%s", mkv_errormsg());
 	if (sh->rc < 0) {
 		tu_write_byte(ev, 'f');
@@ -742,14 +657,14 @@ writer_end(struct tu_child *c, enum wend how)
 
 START_TEST(test_node_table_does_not_fill_with_dead_nodes)
 {
-	struct popts o = { .node = "c0", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
+	struct tu_opts o = { .node = "c0", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
 			.max_clients = 64 };
 	struct tu_child c = TU_CHILD_NONE;
 	struct mkv_pool *pool;
 	char node[32], msg[256];
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	mkv_pool_close(&pool);
 	for (unsigned i = 0; i < 40; i++) {
 		snprintf(node, sizeof(node), "w%02u", i);
@@ -759,7 +674,7 @@ START_TEST(test_node_table_does_not_fill_with_dead_nodes)
 		writer_end(&c, i % 3 == 2 ? W_KILLED : W_CLOSE);
 	}
 	o.node = "fresh";
-	rc = open_pool(0, &o, &pool);
+	rc = tu_open(tu_path, 0, &o, &pool);
 	ck_assert_msg(rc == 0, "a new node after 40 short-lived ones: %d (%s): %s", rc,
 			mkv_strerror(rc), mkv_errormsg());
 	TU_OK(tu_put(pool, "fresh", 5, 100));
@@ -774,7 +689,7 @@ START_TEST(test_max_nodes_bounds_live_nodes)
 	 * host, since a "b" that took the lease over and was killed would keep
 	 * its node's entry until somebody took the lease (marukv.7).
 	 */
-	struct popts o = { .node = "a", .lease_ms = 3000, .client_timeout_ms = NODE_TIMEOUT_MS,
+	struct tu_opts o = { .node = "a", .lease_ms = 3000, .client_timeout_ms = NODE_TIMEOUT_MS,
 			.max_clients = 64, .max_nodes = 2 };
 	struct tu_child b = TU_CHILD_NONE, c = TU_CHILD_NONE;
 	struct mkv_pool *pool;
@@ -782,7 +697,7 @@ START_TEST(test_max_nodes_bounds_live_nodes)
 	char msg[256];
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	for (int round = 0; round < 2; round++) {
 		ck_assert_int_eq(writer_start(&b, "b", msg, sizeof(msg)), 0);
 		rc = writer_start(&c, "c", msg, sizeof(msg));
@@ -810,7 +725,7 @@ END_TEST
 
 START_TEST(test_gc_reclaim_repairs_full_node_table)
 {
-	struct popts o = { .node = "d00", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
+	struct tu_opts o = { .node = "d00", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
 			.max_clients = 64 };
 	struct tu_child c = TU_CHILD_NONE;
 	struct mkv_pool *pool;
@@ -822,7 +737,7 @@ START_TEST(test_gc_reclaim_repairs_full_node_table)
 		fprintf(stderr, "%s: skipped, %s not built\n", __func__, tool);
 		return;
 	}
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	mkv_pool_close(&pool);
 	/* 32 nodes, all dead: the default table is full of them */
 	for (unsigned i = 1; i < MKV_DEFAULT_MAX_NODES; i++) {
@@ -840,18 +755,14 @@ START_TEST(test_gc_reclaim_repairs_full_node_table)
 
 		dup2(null, STDOUT_FILENO);
 		setenv("MARUKV_NODE", "gc", 1);
-		execl(tool, tool, "reclaim", pool_path, (char *)NULL);
+		execl(tool, tool, "reclaim", tu_path, (char *)NULL);
 		_exit(127);
 	}
-	rc = tu_wait_for(pid, 60);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
-	}
+	rc = tu_reap(pid, 60);
 	ck_assert_msg(rc == 0, "marukv-gc reclaim on a pool whose node table is full of dead "
 			"nodes exited with %d", rc);
 	o.node = "fresh";
-	rc = open_pool(0, &o, &pool);
+	rc = tu_open(tu_path, 0, &o, &pool);
 	ck_assert_msg(rc == 0, "a new node after marukv-gc reclaim: %d (%s): %s", rc,
 			mkv_strerror(rc), mkv_errormsg());
 	TU_OK(tu_put(pool, "fresh", 5, 100));
@@ -875,7 +786,7 @@ registry_generation_ahead(void)
 	MDB_val k = { 10, "generation" }, d;
 	uint64_t gen;
 
-	tu_registry_begin(pool_path, &env, &txn);
+	tu_registry_begin(tu_path, &env, &txn);
 	dbi = tu_registry_table(txn, "meta");
 	ck_assert_int_eq(mdb_get(txn, dbi, &k, &d), 0);
 	ck_assert_uint_eq(d.mv_size, sizeof(gen));
@@ -903,7 +814,7 @@ static int
 bounded_writer(int cmd, int ev, void *arg)
 {
 	struct boundres *sh = arg;
-	struct popts o = { .node = "a" };
+	struct tu_opts o = { .node = "a" };
 	struct mkv_reclaim rr;
 	struct mkv_evict er;
 	struct mkv_pool *pool;
@@ -911,7 +822,7 @@ bounded_writer(int cmd, int ev, void *arg)
 	double t;
 
 	(void)cmd, (void)ev;
-	sh->open_rc = open_pool(0, &o, &pool);
+	sh->open_rc = tu_open(tu_path, 0, &o, &pool);
 	snprintf(sh->msg, sizeof(sh->msg), "%s", mkv_errormsg());
 	sh->stage = 1;
 	if (sh->open_rc < 0)
@@ -942,7 +853,7 @@ bounded_writer(int cmd, int ev, void *arg)
 static void
 write_call_is_bounded(enum wop op)
 {
-	struct popts o = { .node = "a", .lease_ms = 100 };
+	struct tu_opts o = { .node = "a", .lease_ms = 100 };
 	struct boundres *sh = tu_shared(sizeof(*sh));
 	struct tu_child c = TU_CHILD_NONE;
 	struct mkv_verify vr;
@@ -950,7 +861,7 @@ write_call_is_bounded(enum wop op)
 	uint64_t gen;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	TU_OK(tu_put(pool, "k", 1, 2 * PAGE));
 	TU_OK(tu_put(pool, "cold", 4, 2 * PAGE));
 	mkv_pool_close(&pool);
@@ -967,8 +878,8 @@ write_call_is_bounded(enum wop op)
 				stage == 1 ? "mkv_pool_open" : stage == 2 ? wop_name[op] :
 				"mkv_pool_close", BOUND);
 	}
-	rc = tu_wait_for(c.pid, BOUND);
-	c.pid = rc == -2 ? c.pid : -1;
+	rc = tu_reap(c.pid, BOUND);
+	c.pid = -1;
 	tu_child_end(&c);
 	ck_assert_msg(sh->open_rc == 0 || sh->open_rc == MKV_E_CORRUPT,
 			"mkv_pool_open = %d (%s): %s", sh->open_rc, mkv_strerror(sh->open_rc), sh->msg);
@@ -976,7 +887,7 @@ write_call_is_bounded(enum wop op)
 			"%s = %d (%s) after %.1f s: %s; expected success or MKV_E_CORRUPT", wop_name[op],
 			sh->op_rc, mkv_strerror(sh->op_rc), sh->op_secs, sh->msg);
 	/* no clean bill of health while the disagreement stands */
-	TU_OK(open_pool(MKV_RDONLY, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_RDONLY, &o, &pool));
 	rc = mkv_pool_verify(pool, 0, &vr);
 	mkv_pool_close(&pool);
 	if (sh->open_rc == MKV_E_CORRUPT || sh->op_rc == MKV_E_CORRUPT)
@@ -1014,17 +925,17 @@ END_TEST
 
 START_TEST(test_verify_reports_registry_generation_ahead)
 {
-	struct popts o = { .node = "a", .lease_ms = 100 };
+	struct tu_opts o = { .node = "a", .lease_ms = 100 };
 	struct mkv_verify vr;
 	struct mkv_pool *pool;
 	uint64_t gen;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	TU_OK(tu_put(pool, "k", 1, 2 * PAGE));
 	mkv_pool_close(&pool);
 	gen = registry_generation_ahead();
-	TU_OK(open_pool(MKV_RDONLY, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_RDONLY, &o, &pool));
 	rc = mkv_pool_verify(pool, MKV_VERIFY_DEEP, &vr);
 	mkv_pool_close(&pool);
 	ck_assert_msg(rc == MKV_E_CORRUPT && vr.problems > 0 && vr.first_problem[0],
@@ -1053,7 +964,7 @@ snapshot_holder(int cmd, int ev, void *arg)
 
 	(void)cmd;
 	(void)arg;
-	if (asprintf(&path, "%s/registry.mdb", pool_path) < 0 || mdb_env_create(&env) ||
+	if (asprintf(&path, "%s/registry.mdb", tu_path) < 0 || mdb_env_create(&env) ||
 	    mdb_env_set_mapsize(env, 1U << 20) ||
 	    mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_RDONLY, 0600) ||
 	    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))
@@ -1068,7 +979,7 @@ snapshot_holder(int cmd, int ev, void *arg)
 
 START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 {
-	struct popts o = { .node = "a", .lease_ms = 5000, .registry_size = 1U << 20 };
+	struct tu_opts o = { .node = "a", .lease_ms = 5000, .registry_size = 1U << 20 };
 	struct tu_child c = TU_CHILD_NONE;
 	struct mkv_stat st;
 	struct mkv_verify vr;
@@ -1077,7 +988,7 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 	double t0, slowest = 0;
 	int rc;
 
-	TU_OK(open_pool(MKV_CREATE, &o, &pool));
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	for (unsigned i = 0; i < 40; i++) {
 		char key[16];
 
@@ -1097,8 +1008,8 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 		if (tu_now() - t0 > slowest)
 			slowest = tu_now() - t0;
 	}
-	rc = tu_wait_for(c.pid, BOUND);
-	c.pid = rc == -2 ? c.pid : -1;
+	rc = tu_reap(c.pid, BOUND);
+	c.pid = -1;
 	tu_child_end(&c);
 	TU_OK(mkv_pool_stat(pool, &st));
 	ck_assert_msg(!bad[0], "a write failed while a reader held a snapshot for %d ms, "
@@ -1122,7 +1033,7 @@ liveness_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("fork");
-	tcase_add_checked_fixture(tc, live_setup, live_teardown);
+	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_close_in_forked_child_leaves_parent_intact);
 	tcase_add_test(tc, test_forked_child_exiting_without_close_leaves_parent_intact);
@@ -1130,7 +1041,7 @@ liveness_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("readers");
-	tcase_add_checked_fixture(tc, live_setup, live_teardown);
+	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_reader_in_own_pid_namespace_keeps_its_view);
 	tcase_add_test(tc, test_paused_reader_of_another_node_expires);
@@ -1138,7 +1049,7 @@ liveness_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("nodes");
-	tcase_add_checked_fixture(tc, live_setup, live_teardown);
+	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_node_table_does_not_fill_with_dead_nodes);
 	tcase_add_test(tc, test_max_nodes_bounds_live_nodes);
@@ -1146,7 +1057,7 @@ liveness_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("bounded");
-	tcase_add_checked_fixture(tc, live_setup, live_teardown);
+	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, test_verify_reports_registry_generation_ahead);
 	tcase_add_test(tc, test_put_returns_when_registry_generation_is_ahead);

@@ -68,15 +68,6 @@ bystanders_start(int views)
 		TU_OK(mkv_get(pool, by.key[i], by.klen[i], &by.view[i]));
 }
 
-/* Offset of the first byte of a view that is not its key's pattern, or -1. */
-static ssize_t
-view_damage(const struct mkv_view *v, const void *key, size_t klen, size_t len)
-{
-	if (v->data == NULL || v->len != len)
-		return 0;
-	return tu_verify(v->data, v->len, key, klen);
-}
-
 /*
  * The misuse damaged nothing: the bystanders that were not viewed read
  * back whole; the viewed ones, deleted and churned over, keep their bytes;
@@ -98,7 +89,7 @@ bystanders_check(void)
 		ck_assert_msg(rc == 0, "filling and emptying the pool: %d (%s): %s", rc,
 				mkv_strerror(rc), mkv_errormsg());
 		for (int i = 0; i < NBYSTANDERS; i += 2) {
-			ssize_t off = view_damage(&by.view[i], by.key[i], by.klen[i], by.len[i]);
+			ssize_t off = tu_view_damage(&by.view[i], by.key[i], by.klen[i], by.len[i]);
 
 			ck_assert_msg(off == -1,
 					"the view of bystander %d changed at byte %zd after its key was deleted",
@@ -354,7 +345,7 @@ START_TEST(test_second_release_through_copy_is_refused)
 	rc = mkv_release(pool, &copy);
 	TU_OK(mkv_del(pool, "v2", 2));
 	churned = tu_churn(pool, "churn", 2);
-	off = view_damage(&v2, "v2", 2, len);
+	off = tu_view_damage(&v2, "v2", 2, len);
 	ck_assert_msg(rc == MKV_E_INVAL && off == -1 && churned == 0,
 			"releasing a released view again through a copy returned %d (%s), "
 			"expected MKV_E_INVAL; the other live view %s; churn: %d",
@@ -380,7 +371,7 @@ START_TEST(test_view_with_moved_data_pointer_is_refused)
 	rc = mkv_release(pool, &moved);
 	TU_OK(mkv_del(pool, "v", 1));
 	churned = tu_churn(pool, "churn", 2);
-	off = view_damage(&v, "v", 1, len);
+	off = tu_view_damage(&v, "v", 1, len);
 	ck_assert_msg(rc == MKV_E_INVAL && off == -1 && churned == 0,
 			"releasing a view whose data pointer was moved returned %d (%s), "
 			"expected MKV_E_INVAL; the real view %s; churn: %d",

@@ -9,7 +9,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -51,15 +50,6 @@ make_keys(uint64_t seed)
 		kv[i].data = keys[i];
 		kv[i].len = 32;
 	}
-}
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void
@@ -111,11 +101,11 @@ reader(const char *dir, struct shared *sh, int r, int nproc)
 	if (tu_pool_open(dir, MKV_RDONLY, &pool) < 0)
 		return 70;
 	wait_ready(sh, nproc);
-	deadline = now() + 50;
+	deadline = tu_now() + 50;
 	while (!last) {
 		/* one last full pass after the writers are done */
 		last = __atomic_load_n(&sh->writers_done, __ATOMIC_SEQ_CST) == NWRITERS;
-		if (now() > deadline)
+		if (tu_now() > deadline)
 			return 71;
 		for (j = 0; j < 32; j++) {
 			i = (size_t)tu_rand_range(&rng, 0, NKEYS - 1);

@@ -227,11 +227,7 @@ as_user(const char *name, int (*fn)(void *, struct as_user *), void *arg, struct
 			_exit(98);
 		_exit(fn(arg, sh));
 	}
-	rc = tu_wait_for(pid, 30);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
-	}
+	rc = tu_reap(pid, 30);
 	ck_assert_msg(rc != -2, "the child running as %s did not finish in 30 s", name);
 	ck_assert_msg(rc != 98, "cannot become user %s", name);
 	if (out)

@@ -75,11 +75,7 @@ run_reclaim(const char *gc, const char *dir, const char *path, long long *client
 		_exit(127);
 	}
 	watch_pids[CD_MAXCH] = pid;
-	rc = tu_wait_for(pid, 20);
-	if (rc == -2) {
-		kill(pid, SIGKILL);
-		(void)tu_wait(pid);
-	}
+	rc = tu_reap(pid, 20);
 	watch_pids[CD_MAXCH] = 0;
 	text[0] = '\0';
 	fd = open(out, O_RDONLY);

@@ -3,15 +3,20 @@
  * testutil.c -- temporary pools, patterns and process helpers for t/.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -22,6 +27,7 @@
 #define TU_ROOT_ENV "MKV_TEST_TMPROOT"
 
 char *tu_dir;
+char *tu_path;
 
 /* ---- temporary directories ---- */
 
@@ -71,48 +77,57 @@ tu_tmpdir_free(char **dir)
 	*dir = NULL;
 }
 
-char *
-tu_pool_path(const char *dir)
+/* "<dir>/<name>" in a malloc'd string. */
+static char *
+path_in(const char *dir, const char *name)
 {
 	char *path;
 
-	if (asprintf(&path, "%s/pool", dir) < 0)
+	if (asprintf(&path, "%s/%s", dir, name) < 0)
 		return NULL;
 	return path;
 }
 
+char *
+tu_pool_path(const char *dir)
+{
+	return path_in(dir, "pool");
+}
+
 int
-tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
-		uint32_t max_clients, struct mkv_pool **pool)
+tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool)
 {
 	struct mkv_opts *opts = NULL;
-	char *path;
 	int rc;
 
 	*pool = NULL;
-	rc = mkv_opts_new(&opts);
-	if (rc < 0)
+	if (o == NULL)
+		return mkv_pool_open(path, flags, NULL, pool);
+	if (o->host && setenv("MARUKV_BOOT_ID", o->host, 1) < 0)
+		return -errno;
+	if ((rc = mkv_opts_new(&opts)) < 0)
 		return rc;
-	if ((rc = mkv_opts_set_page_size(opts, page_size)) < 0 ||
-	    (rc = mkv_opts_set_data_size(opts, data_size)) < 0 ||
+	if ((rc = mkv_opts_set_page_size(opts, o->page_size ? o->page_size : TU_PAGE_SIZE)) < 0 ||
+	    (rc = mkv_opts_set_data_size(opts, o->data_size ? o->data_size : TU_DATA_SIZE)) < 0 ||
+	    (rc = mkv_opts_set_max_clients(opts, o->max_clients ? o->max_clients : 16)) < 0 ||
 	    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
-	    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0) {
+	    (o->node && (rc = mkv_opts_set_node(opts, o->node)) < 0) ||
+	    (o->lease_ms && (rc = mkv_opts_set_lease_period(opts, o->lease_ms)) < 0) ||
+	    (o->client_timeout_ms &&
+	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
+	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
+	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0)) {
 		mkv_opts_delete(&opts);
 		return rc;
 	}
-	path = tu_pool_path(dir);
-	if (path == NULL) {
-		mkv_opts_delete(&opts);
-		return -ENOMEM;
-	}
-	rc = mkv_pool_open(path, MKV_CREATE, opts, pool);
-	free(path);
+	rc = mkv_pool_open(path, flags, opts, pool);
 	mkv_opts_delete(&opts);
 	return rc;
 }
 
-int
-tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool)
+/* tu_open() of <dir>/pool. */
+static int
+open_in(const char *dir, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool)
 {
 	char *path = tu_pool_path(dir);
 	int rc;
@@ -120,9 +135,25 @@ tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool)
 	*pool = NULL;
 	if (path == NULL)
 		return -ENOMEM;
-	rc = mkv_pool_open(path, flags, NULL, pool);
+	rc = tu_open(path, flags, o, pool);
 	free(path);
 	return rc;
+}
+
+int
+tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
+		uint32_t max_clients, struct mkv_pool **pool)
+{
+	struct tu_opts o = { .data_size = data_size, .page_size = page_size,
+			.max_clients = max_clients };
+
+	return open_in(dir, MKV_CREATE, &o, pool);
+}
+
+int
+tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool)
+{
+	return open_in(dir, flags, NULL, pool);
 }
 
 /* ---- numbers and patterns ---- */
@@ -268,24 +299,81 @@ tu_put(struct mkv_pool *pool, const void *key, size_t klen, size_t len)
 	return rc;
 }
 
+/* A buffer of @p len bytes filled with the pattern of @p key; the mkv_alloc() code. */
+static int
+alloc_fill(struct mkv_pool *pool, const void *key, size_t klen, size_t len, struct mkv_buf *buf)
+{
+	int rc;
+
+	memset(buf, 0, sizeof(*buf));
+	if ((rc = mkv_alloc(pool, len, buf)) < 0 || buf->data == NULL || buf->len < len)
+		return rc;
+	tu_fill(buf->data, len, key, klen);
+	return 0;
+}
+
 int
 tu_publish(struct mkv_pool *pool, const void *key, size_t klen, size_t len)
 {
 	struct mkv_buf buf;
 	int rc;
 
-	memset(&buf, 0, sizeof(buf));
-	rc = mkv_alloc(pool, len, &buf);
-	if (rc < 0)
+	if ((rc = alloc_fill(pool, key, klen, len, &buf)) < 0)
 		return rc;
 	if (buf.data == NULL || buf.len < len) {
 		(void)mkv_abort(pool, &buf);
 		return -EFAULT;
 	}
-	tu_fill(buf.data, len, key, klen);
 	rc = mkv_publish(pool, key, klen, &buf);
 	if (rc < 0 && rc != MKV_E_EXISTS)
 		(void)mkv_abort(pool, &buf);
+	return rc;
+}
+
+char tu_write_msg[256];
+
+int
+tu_write(struct mkv_pool *pool, const char *key, size_t klen, size_t len, enum tu_way way,
+		int *nomsg)
+{
+	static const char *const what[] = { "put", "publish", "publish_async/wait" };
+	struct mkv_ticket t;
+	struct mkv_buf b;
+	int rc;
+
+	tu_write_msg[0] = '\0';
+	if (way == TU_WAY_PUT) {
+		rc = tu_put(pool, key, klen, len);
+	} else if ((rc = alloc_fill(pool, key, klen, len, &b)) < 0) {
+		if (mkv_errormsg()[0] == '\0')
+			(*nomsg)++;
+		snprintf(tu_write_msg, sizeof(tu_write_msg), "alloc for %s: %s", key,
+				mkv_errormsg());
+		return rc;
+	} else if (b.data == NULL || b.len < len) {
+		/* a broken promise of the API is not a "clean failure": end the child */
+		_exit(tu_fail(120, "alloc(%zu) for %s returned data %p len %zu", len, key,
+				b.data, b.len));
+	} else if (way == TU_WAY_PUBLISH) {
+		rc = mkv_publish(pool, key, klen, &b);
+		if ((rc == 0 || rc == MKV_E_EXISTS) && !tu_is_zero(&b, sizeof(b)))
+			_exit(tu_fail(121, "publish %s = %d left the buffer", key, rc));
+	} else {
+		rc = mkv_publish_async(pool, key, klen, &b, &t);
+		if (rc == 0) {
+			if (!tu_is_zero(&b, sizeof(b)))
+				_exit(tu_fail(122, "publish_async %s left the buffer", key));
+			rc = mkv_wait(pool, &t);
+		}
+	}
+	if (rc < 0) {
+		if (mkv_errormsg()[0] == '\0')
+			(*nomsg)++;
+		snprintf(tu_write_msg, sizeof(tu_write_msg), "%s %s: %s", what[way], key,
+				mkv_errormsg());
+		if (way != TU_WAY_PUT && rc != MKV_E_EXISTS && b.data != NULL)
+			(void)mkv_abort(pool, &b);
+	}
 	return rc;
 }
 
@@ -329,6 +417,72 @@ tu_stat(struct mkv_pool *pool, struct mkv_stat *st)
 			(unsigned long long)st->pages_total);
 }
 
+ssize_t
+tu_view_damage(const struct mkv_view *v, const void *key, size_t klen, size_t len)
+{
+	if (v->data == NULL || v->len != len)
+		return 0;
+	return tu_verify(v->data, v->len, key, klen);
+}
+
+void
+tu_verify_clean(struct mkv_pool *pool, unsigned flags, struct mkv_verify *rep, const char *ctx)
+{
+	struct mkv_verify own;
+	int rc;
+
+	if (rep == NULL)
+		rep = &own;
+	memset(rep, 0xa5, sizeof(*rep));
+	rc = mkv_pool_verify(pool, flags, rep);
+	ck_assert_msg(rc == 0, "%s: mkv_pool_verify(0x%x) = %d (%s), problems %llu, first: "
+			"\"%.200s\" (%s)", ctx, flags, rc, mkv_strerror(rc),
+			(unsigned long long)rep->problems,
+			rc == MKV_E_CORRUPT ? rep->first_problem : "", mkv_errormsg());
+	ck_assert_msg(rep->problems == 0 && rep->first_problem[0] == '\0',
+			"%s: verify returned 0 with problems %llu \"%s\"", ctx,
+			(unsigned long long)rep->problems, rep->first_problem);
+}
+
+uint64_t
+tu_drain_pending(struct mkv_pool *pool, double secs)
+{
+	struct mkv_stat st;
+	double end = tu_now() + secs;
+
+	for (;;) {
+		tu_stat(pool, &st);
+		if (st.requests_pending == 0 || tu_now() > end)
+			return st.requests_pending;
+		tu_sleep_ms(5);
+	}
+}
+
+const char *
+tu_lease_text(const char *path)
+{
+	static char out[256];
+	struct tu_opts o = { .node = "a" };
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+	int rc;
+
+	rc = tu_open(path, MKV_RDONLY, &o, &pool);
+	if (rc == 0)
+		rc = mkv_pool_stat(pool, &st);
+	if (rc != 0)
+		snprintf(out, sizeof(out), "(no stat: %s: %s)", mkv_strerror(rc), mkv_errormsg());
+	else
+		snprintf(out, sizeof(out), "lease: holder pid %u node \"%s\" slot %u "
+				"generation %llu beat age %lld ms, requests pending %llu",
+				st.lease_holder_pid, st.lease_holder_node, st.lease_holder_slot,
+				(unsigned long long)st.lease_generation,
+				(long long)st.lease_heartbeat_age_ms,
+				(unsigned long long)st.requests_pending);
+	mkv_pool_close(&pool);
+	return out;
+}
+
 int
 tu_is_zero(const void *p, size_t n)
 {
@@ -361,6 +515,14 @@ tu_wait(pid_t pid)
 	return -1;
 }
 
+void
+tu_kill(pid_t pid)
+{
+	kill(pid, SIGCONT);
+	kill(pid, SIGKILL);
+	(void)tu_wait(pid);
+}
+
 pid_t
 tu_fork(void)
 {
@@ -390,6 +552,52 @@ tu_shared_free(void *p, size_t size)
 {
 	if (p != NULL)
 		munmap(p, size);
+}
+
+/* ---- a child's reason for failing ---- */
+
+#define WHY_SIZE 1024
+/* an int claimed by the first failure, then its text at WHY_TEXT */
+#define WHY_TEXT 8
+static char *why;
+
+void
+tu_why_init(void)
+{
+	if (why == NULL)
+		why = tu_shared(WHY_SIZE);
+	else
+		memset(why, 0, WHY_SIZE);
+}
+
+void
+tu_why_free(void)
+{
+	tu_shared_free(why, WHY_SIZE);
+	why = NULL;
+}
+
+const char *
+tu_why(void)
+{
+	return why ? why + WHY_TEXT : "";
+}
+
+int
+tu_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (why == NULL || __atomic_exchange_n((int *)why, 1, __ATOMIC_SEQ_CST) != 0)
+		return code;
+	n = snprintf(why + WHY_TEXT, WHY_SIZE - WHY_TEXT, "pid %d: ", (int)getpid());
+	if (n < 0 || n >= WHY_SIZE - WHY_TEXT)
+		return code;
+	va_start(ap, fmt);
+	vsnprintf(why + WHY_TEXT + n, (size_t)(WHY_SIZE - WHY_TEXT - n), fmt, ap);
+	va_end(ap);
+	return code;
 }
 
 /* ---- controlling child processes ---- */
@@ -488,17 +696,20 @@ tu_child_expect(struct tu_child *c, const char *who, char want, double secs)
 void
 tu_child_end(struct tu_child *c)
 {
-	if (c->pid > 0) {
-		kill(c->pid, SIGCONT);
-		kill(c->pid, SIGKILL);
-		tu_wait(c->pid);
-	}
+	if (c->pid > 0)
+		tu_kill(c->pid);
 	if (c->cmd >= 0)
 		close(c->cmd);
 	if (c->ev >= 0)
 		close(c->ev);
 	c->pid = -1;
 	c->cmd = c->ev = -1;
+}
+
+int
+tu_await(const int *flag, int value, double secs)
+{
+	return TU_UNTIL(__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value, secs);
 }
 
 /* ---- filling a pool ---- */
@@ -559,11 +770,15 @@ tu_setup(void)
 	tu_dir = tu_tmpdir_new();
 	ck_assert_msg(tu_dir != NULL, "cannot make a temporary directory: %s",
 			strerror(errno));
+	tu_path = tu_pool_path(tu_dir);
+	ck_assert_ptr_nonnull(tu_path);
 }
 
 void
 tu_teardown(void)
 {
+	free(tu_path);
+	tu_path = NULL;
 	tu_tmpdir_free(&tu_dir);
 }
 
@@ -639,6 +854,16 @@ tu_wait_for(pid_t pid, double secs)
 	return -1;
 }
 
+int
+tu_reap(pid_t pid, double secs)
+{
+	int rc = tu_wait_for(pid, secs);
+
+	if (rc == -2)
+		tu_kill(pid);
+	return rc;
+}
+
 void
 tu_registry_begin(const char *pool, MDB_env **env, MDB_txn **txn)
 {
@@ -677,4 +902,227 @@ tu_registry_end(MDB_env *env, MDB_txn *txn)
 {
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
 	mdb_env_close(env);
+}
+
+/* ---- holding what other processes need ---- */
+
+int
+tu_lock_writers(const char *path)
+{
+	char *super = path_in(path, "super");
+	int fd;
+
+	ck_assert_ptr_nonnull(super);
+	fd = open(super, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s: %s", super, strerror(errno));
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	free(super);
+	return fd;
+}
+
+int
+tu_stay(int cmd, int ev, void *arg)
+{
+	const struct tu_stay *st = arg;
+	struct mkv_pool *pool;
+
+	(void)cmd;
+	if (tu_open(st->path, 0, st->o, &pool) < 0)
+		return 10;
+	tu_write_byte(ev, 'o');
+	for (;;)
+		pause();
+}
+
+/* ---- the lease log ---- */
+
+static int log_fd = -1;
+
+static void
+log_line(enum mkv_log_level level, const char *msg, void *arg)
+{
+	char line[640];
+	int fd = (int)(intptr_t)arg, n;
+	ssize_t w;
+
+	(void)level;
+	n = snprintf(line, sizeof(line), "%s\n", msg);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line)) {
+		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	w = write(fd, line, (size_t)n);
+	(void)w;
+}
+
+char *
+tu_log_path(const char *dir)
+{
+	return path_in(dir, "lease.log");
+}
+
+int
+tu_log_install(const char *path)
+{
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (log_fd < 0)
+		return -errno;
+	mkv_set_log(log_line, MKV_LOG_INFO, (void *)(intptr_t)log_fd);
+	return 0;
+}
+
+void
+tu_log_uninstall(void)
+{
+	mkv_set_log(NULL, MKV_LOG_ERR, NULL);
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+}
+
+size_t
+tu_log_taken(const char *path, struct tu_taken **out, size_t *bad)
+{
+	char line[1024];
+	struct tu_taken t, *arr = NULL, *na;
+	size_t n = 0, cap = 0;
+	const char *p;
+	FILE *f;
+
+	*out = NULL;
+	*bad = 0;
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		p = strstr(line, "lease taken: ");
+		if (p == NULL)
+			continue;
+		memset(&t, 0, sizeof(t));
+		if (sscanf(p, "lease taken: node %31s slot %u pid %ld generation %llu",
+				t.node, &t.slot, &t.pid, &t.gen) != 4) {
+			(*bad)++;
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			na = realloc(arr, cap * sizeof(*arr));
+			ck_assert(na != NULL);
+			arr = na;
+		}
+		arr[n++] = t;
+	}
+	fclose(f);
+	*out = arr;
+	return n;
+}
+
+const struct tu_taken *
+tu_taken_by(const struct tu_taken *t, size_t n, long pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].pid == pid)
+			return &t[i];
+	return NULL;
+}
+
+/* ---- fault injection ---- */
+
+const char *
+tu_injector(void)
+{
+	static char path[PATH_MAX];
+	const char *p = getenv("MKV_FAULTINJECT");
+
+	if (p == NULL || *p == '\0')
+		p = "t/.libs/faultinject.so";
+	if (realpath(p, path) == NULL)
+		return NULL;
+	return path;
+}
+
+int
+tu_run_injected(const char *so, const char *func, unsigned long k, const char *mode,
+		char *const argv[], char *out, size_t size)
+{
+	char nth[32];
+	const char *p;
+	int fds[2], rc;
+	size_t used = 0;
+	ssize_t n;
+	pid_t pid;
+	double end;
+
+	out[0] = '\0';
+	ck_assert_int_eq(pipe(fds), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(fds[0]);
+		dup2(fds[1], 1);
+		close(fds[1]);
+		snprintf(nth, sizeof(nth), "%lu", k);
+		setenv("FI_FUNC", func, 1);
+		setenv("FI_NTH", nth, 1);
+		setenv("FI_MODE", mode, 1);
+		p = getenv("MKV_TEST_FAULT_SPARE");
+		setenv("FI_SPARE", p ? p : "libpmem2", 1);
+		setenv("LD_PRELOAD", so, 1);
+		unsetenv("MARUKV_LOG");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	end = tu_now() + 10;
+	for (;;) {
+		char scratch[512];
+
+		if (used < size - 1)
+			n = read(fds[0], out + used, size - 1 - used);
+		else
+			n = read(fds[0], scratch, sizeof(scratch));  /* the rest: dropped */
+		if (n > 0) {
+			if (used < size - 1)
+				used += (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR)
+			break;
+		if (tu_now() > end) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		tu_sleep_ms(1);
+	}
+	out[used] = '\0';
+	close(fds[0]);
+	rc = tu_wait(pid);
+	return tu_now() > end ? -2 : rc;
+}
+
+int
+tu_fi_find(struct tu_fi *fi)
+{
+	fi->arm = (void (*)(void))dlsym(RTLD_DEFAULT, "fi_arm");
+	fi->disarm = (void (*)(void))dlsym(RTLD_DEFAULT, "fi_disarm");
+	fi->calls = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "fi_calls");
+	fi->failed = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "fi_failed");
+	return fi->arm && fi->disarm && fi->calls && fi->failed ? 0 : -1;
+}
+
+/* ---- the environment ---- */
+
+unsigned
+tu_env(const char *name, unsigned def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? (unsigned)strtoul(v, NULL, 0) : def;
 }

@@ -28,6 +28,8 @@
 #define TU_DATA_SIZE (4ULL << 20)
 #define TU_PAGE_SIZE 4096U
 #define TU_MAX_CLIENTS 8U
+/* How long a child process may wait for anything before it gives up. */
+#define TU_CHILD_DEADLINE 25.0
 
 /* ---- temporary directories and pools ---- */
 
@@ -41,6 +43,24 @@ char *tu_pool_path(const char *dir);
 /** Recursive removal (nftw); 0 or -errno. */
 int tu_rmtree(const char *path);
 
+/**
+ * Creation parameters and the node for tu_open().  A zero field means
+ * TU_DATA_SIZE, TU_PAGE_SIZE, 16 client slots, and the library's default
+ * for the rest; automatic eviction is always off.
+ */
+struct tu_opts {
+	uint64_t data_size;
+	uint32_t page_size;
+	uint32_t max_clients;
+	uint32_t lease_ms;
+	uint32_t client_timeout_ms;
+	uint32_t max_nodes;
+	uint64_t registry_size;
+	const char *node;  /* NULL: $MARUKV_NODE, else the host name */
+	const char *host;  /* a kernel to claim (MARUKV_BOOT_ID): another host, emulated */
+};
+/** mkv_pool_open() of the pool at @p path with these options (NULL: no options at all). */
+int tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool);
 /** Create (MKV_CREATE) the pool <dir>/pool with these parameters. */
 int tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
 		uint32_t max_clients, struct mkv_pool **pool);
@@ -86,8 +106,39 @@ int tu_publish(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
  * length is wrong, 2 if a byte is wrong, 3 if release failed.
  */
 int tu_check(struct mkv_pool *pool, const void *key, size_t klen, size_t len);
+/** How tu_write() writes a value. */
+enum tu_way { TU_WAY_PUT, TU_WAY_PUBLISH, TU_WAY_ASYNC };
+/**
+ * Write the @p len byte pattern value of @p key one of three ways:
+ * mkv_put(); mkv_alloc() and mkv_publish(); mkv_alloc(),
+ * mkv_publish_async() and mkv_wait().  Returns the library's code; a
+ * failure without a message counts in *nomsg, and the message of the
+ * last failure is kept in tu_write_msg.  For children only: a promise of
+ * the API broken (a buffer shorter than asked for, or not consumed by a
+ * publish) ends the process (tu_fail(), exit status 120 to 122).
+ */
+int tu_write(struct mkv_pool *pool, const char *key, size_t klen, size_t len, enum tu_way way,
+		int *nomsg);
+extern char tu_write_msg[256];
+/**
+ * Offset of the first byte of a view that is not the pattern of @p key,
+ * or -1; 0 if the view is empty or not @p len bytes long.
+ */
+ssize_t tu_view_damage(const struct mkv_view *v, const void *key, size_t klen, size_t len);
 /** mkv_pool_stat that must succeed (asserts). */
 void tu_stat(struct mkv_pool *pool, struct mkv_stat *st);
+/** mkv_pool_verify(@p flags) that must find nothing wrong (asserts, naming @p ctx);
+ * its report into *rep unless that is NULL. */
+void tu_verify_clean(struct mkv_pool *pool, unsigned flags, struct mkv_verify *rep,
+		const char *ctx);
+/** Poll mkv_pool_stat() until requests_pending is 0, at most @p secs; the last count seen. */
+uint64_t tu_drain_pending(struct mkv_pool *pool, double secs);
+/**
+ * The lease of the pool at @p path as a read-only handle sees it, for
+ * failure messages: "lease: holder pid P node N slot S generation G beat
+ * age A ms, requests pending R" (a static buffer).
+ */
+const char *tu_lease_text(const char *path);
 /** 1 if the view/buffer memory is all zero. */
 int tu_is_zero(const void *p, size_t n);
 
@@ -120,11 +171,27 @@ pid_t tu_fork(void);
 /** Wait for @p pid at most @p secs (0: just look); like tu_wait(), or
  * -2 if it is still running then (it is left running). */
 int tu_wait_for(pid_t pid, double secs);
+/** tu_wait_for(), and a child still running then is killed and reaped
+ * (tu_kill()): -2. */
+int tu_reap(pid_t pid, double secs);
 /** waitpid; exit status, or 128 + signal, or -1. */
 int tu_wait(pid_t pid);
+/** SIGKILL the child @p pid (continued first if it is stopped) and reap it. */
+void tu_kill(pid_t pid);
 /** Shared anonymous memory (survives fork), zeroed; asserts on failure. */
 void *tu_shared(size_t size);
 void tu_shared_free(void *p, size_t size);
+
+/* ---- a child's reason for failing, shared with the test process ---- */
+
+/** Make the shared text empty (mapping it the first time). */
+void tu_why_init(void);
+void tu_why_free(void);
+/** The first failure's text, "" if none. */
+const char *tu_why(void);
+/** Keep this failure's text (with the pid) if it is the first; returns @p code,
+ * for the child's exit status. */
+int tu_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- controlling child processes ---- */
 
@@ -155,7 +222,7 @@ void tu_child_expect(struct tu_child *c, const char *who, char want, double secs
 void tu_child_end(struct tu_child *c);
 #define TU_CHILD_NONE { -1, -1, -1 }
 /** Repeat @p cond (an expression) every millisecond for at most @p secs
- * seconds; true once it holds. */
+ * seconds; true once it holds (tu_await() for a shared counter). */
 #define TU_UNTIL(cond, secs) ({ \
 	double tu_end_ = tu_now() + (secs); \
 	int tu_ok_; \
@@ -163,6 +230,8 @@ void tu_child_end(struct tu_child *c);
 		tu_sleep_ms(1); \
 	tu_ok_; \
 })
+/** TU_UNTIL() the counter @p flag (shared, written atomically) reaches @p value. */
+int tu_await(const int *flag, int value, double secs);
 
 /* ---- filling a pool ---- */
 
@@ -180,12 +249,94 @@ long tu_fill_until_full(struct mkv_pool *pool, const char *prefix, unsigned *nex
  */
 int tu_churn(struct mkv_pool *pool, const char *prefix, int rounds);
 
+/* ---- holding what other processes need ---- */
+
+/**
+ * flock() super of the pool at @p path, as every writer does around a
+ * registry write: the lock a writer stopped inside one would keep.  The
+ * descriptor; closing it lets go.  Asserts.
+ */
+int tu_lock_writers(const char *path);
+/** The pool tu_stay() opens, and how. */
+struct tu_stay {
+	const char *path;
+	const struct tu_opts *o;
+};
+/** A child for tu_child_start(): open the pool of a struct tu_stay (a
+ * writer takes a free lease), send 'o' and stay until killed; 10 if the
+ * open failed. */
+int tu_stay(int cmd, int ev, void *arg);
+
+/* ---- the lease log ---- */
+
+/** "<dir>/lease.log" in a malloc'd string. */
+char *tu_log_path(const char *dir);
+/** Send this process's library messages up to MKV_LOG_INFO to the file
+ * @p path (appended, one write() a line); 0 or -errno. */
+int tu_log_install(const char *path);
+void tu_log_uninstall(void);
+/** One "lease taken: node NAME slot S pid P generation G" line. */
+struct tu_taken {
+	char node[MKV_NODE_NAME_MAX + 1];
+	unsigned slot;
+	long pid;
+	unsigned long long gen;
+};
+/** The lease acquisitions in the log at @p path, in log order, into a
+ * malloc'd *out; *bad counts "lease taken" lines that do not parse. */
+size_t tu_log_taken(const char *path, struct tu_taken **out, size_t *bad);
+/** The first acquisition by @p pid, or NULL. */
+const struct tu_taken *tu_taken_by(const struct tu_taken *t, size_t n, long pid);
+
+/* ---- fault injection (t/faultinject.c) ---- */
+
+/* A sanitizer interposes malloc itself: no injection under one. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
+/** The interposer, $MKV_FAULTINJECT or t/.libs/faultinject.so (from the
+ * build tree's top), as an absolute path; NULL if there is none. */
+const char *tu_injector(void);
+/**
+ * Run this program again (argv) under the interposer @p so, with
+ * FI_FUNC=@p func FI_NTH=@p k FI_MODE=@p mode and FI_SPARE from
+ * $MKV_TEST_FAULT_SPARE (default libpmem2).  Its stdout into @p out (the
+ * first size - 1 bytes); its exit status (128 + signal when killed), or
+ * -2 if it did not end within 10 s (it is killed).
+ */
+int tu_run_injected(const char *so, const char *func, unsigned long k, const char *mode,
+		char *const argv[], char *out, size_t size);
+/** The interposer's controls, in a run under it. */
+struct tu_fi {
+	void (*arm)(void);
+	void (*disarm)(void);
+	unsigned long (*calls)(void);
+	unsigned long (*failed)(void);
+};
+/** Find them (dlsym); 0, or -1 if the interposer is not loaded. */
+int tu_fi_find(struct tu_fi *fi);
+
+/* ---- the environment ---- */
+
+/** An unsigned number from the environment variable @p name, or @p def. */
+unsigned tu_env(const char *name, unsigned def);
+
 /* ---- running ---- */
 
 /** Run the suite with Check's runner (CK_NORMAL); EXIT_SUCCESS/FAILURE. */
 int tu_run_suite(Suite *s);
-/** Fixture for a TCase: a fresh tu_tmpdir in tu_dir. */
+/** Fixture for a TCase: a fresh tu_tmpdir in tu_dir, and the path of the
+ * pool in it, <tu_dir>/pool, in tu_path. */
 extern char *tu_dir;
+extern char *tu_path;
 void tu_setup(void);
 void tu_teardown(void);
 
