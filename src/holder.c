@@ -291,19 +291,23 @@ mkv_holder_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 /*
  * One request, not waiting for its answer: committed here if this handle
  * holds the lease (as mkv_holder_write() would), else posted in our ring as an
- * asynchronous entry.  *posted: false when it was committed here (its
- * result is r->result), true when its answer is to be waited for with
- * mkv_rq_wait(*idx, *seq).  Returns 0, or the error that kept it from
- * being posted.
+ * asynchronous entry.  A commit here that could not take the registry's
+ * write lock (MKV_E_TIMEDOUT: another writer kept it, nothing was written)
+ * is posted too, and this handle's service thread applies it once it can
+ * write: an asynchronous request is not lost to a busy lock.  *posted:
+ * false when it was committed here (its result is r->result), true when
+ * its answer is to be waited for with mkv_rq_wait(*idx, *seq).  Returns 0,
+ * or the error that kept it from being posted.
  */
 int
 mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq)
 {
 	*posted = false;
-	if (commit_here(p, r, 1))
+	if (commit_here(p, r, 1) && r->result != MKV_E_TIMEDOUT)
 		return 0;
 	*posted = true;
+	r->result = 0;
 	return mkv_rq_submit(p, r, true, idx, seq, mkv_holder_timeout(p));
 }
 

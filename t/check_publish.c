@@ -207,6 +207,42 @@ START_TEST(test_async_publish_and_wait)
 END_TEST
 
 /*
+ * The holder's own asynchronous publish while another writer keeps the
+ * registry's write lock (super's flock, which every writer takes first):
+ * it cannot commit at once, so it waits in the ring, and mkv_wait() gets
+ * its answer once the lock is free.  It used to be answered MKV_E_TIMEDOUT
+ * at once, with a ticket that a second wait refused and the key lost.
+ */
+START_TEST(test_async_publish_waits_out_a_held_writer_lock)
+{
+	size_t len = tu_vlen("locked", 6, 1, A_MAXLEN);
+	struct mkv_pool *pool;
+	struct mkv_ticket t;
+	struct mkv_stat st;
+	struct mkv_buf b;
+	int fd;
+
+	TU_OK(tu_open(tu_path, MKV_CREATE, &pb_opts, &pool));
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.lease_holder_pid, (uint32_t)getpid());
+	/* the pages first: a grant is a registry write too */
+	TU_OK(mkv_alloc(pool, len, &b));
+	tu_fill(b.data, len, "locked", 6);
+	fd = tu_lock_writers(tu_path);
+	memset(&t, 0, sizeof(t));
+	TU_OK(mkv_publish_async(pool, "locked", 6, &b, &t));
+	ck_assert_ptr_null(b.data);
+	ck_assert_int_eq(mkv_exists(pool, "locked", 6), 0);
+	close(fd);
+	TU_OK(mkv_wait(pool, &t));
+	ck_assert_int_eq(mkv_exists(pool, "locked", 6), 1);
+	ck_assert_int_eq(tu_check(pool, "locked", 6, len), 0);
+	TU_ERR(mkv_wait(pool, &t), MKV_E_INVAL);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
+/*
  * An asynchronous publish goes where every write goes: a handle that finds
  * the lease free takes it and commits at once, so the key is there before
  * mkv_wait() is called (it used to wait in the ring for a holder).
@@ -456,6 +492,7 @@ publish_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_async_publish_and_wait);
 	tcase_add_test(tc, test_async_publish_takes_a_free_lease);
+	tcase_add_test(tc, test_async_publish_waits_out_a_held_writer_lock);
 	tcase_add_test(tc, test_async_publish_of_a_fenced_holder_goes_to_its_successor);
 	suite_add_tcase(s, tc);
 	return s;
