@@ -67,6 +67,20 @@ exits() {
 	[ "$rc" -eq "$n" ] && "$@"
 }
 
+# ---- marukv-bench's commands are documented and benchmarked ----------------
+
+# Each command --help lists has its synopsis line and a section under
+# DESCRIPTION and OPTIONS in marukv-bench(1), and each but demo is in the
+# set make bench runs.
+man_in=$top_srcdir/man/marukv-bench.1.in
+run_set=$(sed -n 's/^set_commands="\(.*\)"$/\1/p' "$top_srcdir/utils/bench/run.sh")
+for c in $("$bench" --help | awk '/^commands:/ { f = 1; next } f && /^  [a-z]/ { print $1 }'); do
+	check "bench $c: a synopsis line and two sections in marukv-bench(1)" test \
+		"$(grep -Fxc -e ".B marukv\\-bench $c" -e ".SS $c" "$man_in")" = 3
+	[ "$c" = demo ] ||
+		check "bench $c is in make bench's set" test -n "$(echo " $run_set " | grep -F " $c ")"
+done
+
 # ---- marukv-bench demo ------------------------------------------------------
 
 "$bench" demo --pool "$pool" --prompts 4 --blocks 4 --block-size 65536 --readers 2 \
