@@ -67,6 +67,20 @@ exits() {
 	[ "$rc" -eq "$n" ] && "$@"
 }
 
+# ---- marukv-bench's commands are documented and benchmarked ----------------
+
+# Each command --help lists has its synopsis line and a section under
+# DESCRIPTION and OPTIONS in marukv-bench(1), and each but demo is in the
+# set make bench runs.
+man_in=$top_srcdir/man/marukv-bench.1.in
+run_set=$(sed -n 's/^set_commands="\(.*\)"$/\1/p' "$top_srcdir/utils/bench/run.sh")
+for c in $("$bench" --help | awk '/^commands:/ { f = 1; next } f && /^  [a-z]/ { print $1 }'); do
+	check "bench $c: a synopsis line and two sections in marukv-bench(1)" test \
+		"$(grep -Fxc -e ".B marukv\\-bench $c" -e ".SS $c" "$man_in")" = 3
+	[ "$c" = demo ] ||
+		check "bench $c is in make bench's set" test -n "$(echo " $run_set " | grep -F " $c ")"
+done
+
 # ---- marukv-bench demo ------------------------------------------------------
 
 "$bench" demo --pool "$pool" --prompts 4 --blocks 4 --block-size 65536 --readers 2 \
@@ -195,6 +209,60 @@ check "bench evict: the evicting phase evicts" \
 check "bench evict: mkv_pool_evict evicted keys" \
 	test "$(json_int "$tmp/ev.json" forced_evict_keys)" -gt 0
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/ev.err" ] || show "$tmp/ev.json" "$tmp/ev.err"
+
+# ---- marukv-bench flush -----------------------------------------------------
+
+"$bench" flush --sizes 4k --repeat 1 --dir "$tmp" --json >"$tmp/fl.json" 2>"$tmp/fl.err"
+rc=$?
+check "bench flush --json exits 0 (got $rc)" test "$rc" -eq 0
+check "bench flush is quiet on stderr" test ! -s "$tmp/fl.err"
+check "bench flush --json has the documented keys, in order" test "$(json_keys "$tmp/fl.json")" \
+	= "command dir repeat line_size clock_ns cpu flush_rows read_rows "
+if command -v python3 >/dev/null 2>&1; then
+	# On x86-64: a flush row per state, a read row, every figure there
+	# unless the CPU lacks its instruction; elsewhere no rows.
+	check "bench flush --json parses, with its rows and figures" python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+cpu = o["cpu"]
+assert sorted(cpu) == ["clflush", "clflushopt", "clwb"], cpu
+if sys.argv[2] != "x86_64":
+    assert o["flush_rows"] == [] and o["read_rows"] == [], o
+    sys.exit(0)
+need = {"clflush_mfence": "clflush", "clflushopt_sfence": "clflushopt",
+        "clflushopt_mfence": "clflushopt", "clwb_sfence": "clwb",
+        "read": None, "memcpy": None, "clflush_read": "clflush",
+        "clflushopt_read": "clflushopt"}
+def fig(row, k, keys):
+    v = row[k]
+    if need[k] and not cpu[need[k]]:
+        assert v is None, (k, v)
+    else:
+        assert sorted(v) == sorted(keys), (k, v)
+        assert all(isinstance(v[x], (int, float)) and v[x] >= 0 for x in keys), v
+fr, rr = o["flush_rows"], o["read_rows"]
+assert [(r["size"], r["state"]) for r in fr] == \
+    [(4096, "dirty"), (4096, "clean"), (4096, "uncached")], fr
+for r in fr:
+    assert list(r)[:3] == ["size", "passes", "state"], r
+    for k in ("clflush_mfence", "clflushopt_sfence", "clflushopt_mfence", "clwb_sfence"):
+        fig(r, k, ["ns_per_line", "ns_per_page"])
+    assert "ratio_clflushopt_clflush" in r and "ratio_clflushopt_sfence_clflush" in r, r
+assert [r["size"] for r in rr] == [4096], rr
+for k in ("read", "memcpy", "clflush_read", "clflushopt_read"):
+    fig(rr[0], k, ["ns_per_line", "ns_per_page", "bytes_per_s"])
+assert "ratio_clflush_read" in rr[0] and "ratio_clflushopt_read" in rr[0], rr
+' "$tmp/fl.json" "$(uname -m)"
+else
+	skip "no python3: bench flush --json parse"
+fi
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/fl.err" ] || show "$tmp/fl.json" "$tmp/fl.err"
+"$bench" flush --sizes 100 >/dev/null 2>"$tmp/fl-usage.err"
+rc=$?
+check "bench flush --sizes 100 (not a multiple of 64) exits 2 (got $rc)" test "$rc" -eq 2
+check "bench flush --sizes 100 says why" test -s "$tmp/fl-usage.err"
+check "bench flush left no scratch directory" \
+	test -z "$(find "$tmp" -maxdepth 1 -name 'marukv-bench.*')"
 
 # ---- marukv-bench lookup, getsize and put -------------------------------------
 

@@ -30,6 +30,7 @@ static const struct command commands[] = {
 	{ "put", cmd_put, "write throughput, 4 KiB to 16 MiB: vs memcpy, pmem2 copy, Redis SET" },
 	{ "hitrate", cmd_hitrate, "prefix hit rate of marukv's eviction vs an exact LRU" },
 	{ "evict", cmd_evict, "keys evicted/s, and get latency with and without eviction" },
+	{ "flush", cmd_flush, "cost of clflush, clflushopt and clwb, and of invalidate+read" },
 };
 
 static void usage(FILE *f)
