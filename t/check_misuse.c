@@ -488,7 +488,7 @@ START_TEST(test_threads_sharing_a_handle_see_only_documented_errors)
 	struct mkv_pool *holder = NULL;
 
 	mkv_pool_close(&pool);
-	tu_tmpdir_free(&tu_dir);
+	tu_teardown();
 	tu_setup();
 	TU_OK(tu_pool_create(tu_dir, T_DATA_SIZE, PAGE, TU_MAX_CLIENTS, &holder));
 	TU_OK(tu_pool_open(tu_dir, 0, &pool));
