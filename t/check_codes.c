@@ -231,6 +231,14 @@ START_TEST(test_full_registry_is_nospc)
 
 	o.data_size = 64ULL << 20;
 	o.registry_size = 1ULL << 20;
+	/*
+	 * A commit that finds no page retries for a lease period, renewing
+	 * the lease as it goes.  With 200 ms, a sanitized build among
+	 * parallel suites once lost the lease in those retries, and the
+	 * publish, forwarded then, timed out instead of finding the registry
+	 * full; a lease period of a second leaves room for such a machine.
+	 */
+	o.lease_ms = 1000;
 	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	tu_child_start(&c, readers_hold, &r);
 	tu_child_expect(&c, "the reader", 'h', 20);
