@@ -26,9 +26,9 @@ set -eu
 tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 packages="libmarukv0 libmarukv-dev marukv-tools python3-marukv"
 
-for tool in dpkg-buildpackage dh lintian; do
+for tool in dpkg-buildpackage dh dh_python3 lintian; do
 	command -v "$tool" >/dev/null || {
-		echo "check-deb: $tool not found (Debian: apt-get install debhelper lintian)" >&2
+		echo "check-deb: $tool not found (Debian: apt-get install debhelper dh-python lintian)" >&2
 		exit 1
 	}
 done
