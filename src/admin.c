@@ -5,13 +5,11 @@
  */
 #include "config.h"
 
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "internal.h"
 

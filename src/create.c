@@ -12,12 +12,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 

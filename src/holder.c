@@ -287,7 +287,6 @@ mkv_holder_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	return rc;
 }
 
-
 /*
  * One request, not waiting for its answer: committed here if this handle
  * holds the lease (as mkv_holder_write() would), else posted in our ring as an

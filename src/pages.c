@@ -13,7 +13,6 @@
  */
 #include "config.h"
 
-
 #include "internal.h"
 
 uint64_t

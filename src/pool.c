@@ -9,16 +9,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/file.h>
 #include <sys/random.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <time.h>
-#include <unistd.h>
+#include <linux/magic.h>
 
 #include "internal.h"
 
