@@ -168,7 +168,9 @@ struct mkv_stat {
 	uint32_t nodes;           /**< entries in use */
 	uint32_t mode;            /**< permission bits of the pool's files: 0600, or 0660 with a group */
 	uint32_t gid;             /**< the pool's group when mode is 0660, else 0 */
-	uint64_t reserved_[3];
+	uint32_t coherence;       /**< enum mkv_coherence of the pool's memory */
+	uint32_t reserved32_;
+	uint64_t reserved_[2];
 };
 
 /** What backs a pool's data arena. */
@@ -324,6 +326,31 @@ MKV_EXPORT int mkv_opts_set_client_timeout(struct mkv_opts *opts, uint32_t ms);
  * that needs no atomics between them.  Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_node(struct mkv_opts *opts, const char *name);
+/** What a pool's memory guarantees between the processes that share it. */
+enum mkv_coherence {
+	/** One host, or CXL memory the hardware keeps coherent: the default. */
+	MKV_COHERENT = 1,
+	/**
+	 * Memory several hosts cache without coherence between them (CXL
+	 * Type-3 memory shared by a rack): every load of a word another host
+	 * may have written is preceded by an invalidation of its cache lines,
+	 * every store others must see is followed by a flush, and no atomic
+	 * instruction is shared between hosts (marukv(7), NON-COHERENT MEMORY).
+	 */
+	MKV_NONCOHERENT = 2,
+};
+/**
+ * The pool's memory model (creation parameter, stored in the pool and obeyed
+ * by every opener): MKV_COHERENT or MKV_NONCOHERENT.  A non-coherent pool
+ * also works from a single host, at the cost of its flushes.  Errors:
+ * MKV_E_INVAL.
+ */
+MKV_EXPORT int mkv_opts_set_coherence(struct mkv_opts *opts, enum mkv_coherence coherence);
+/**
+ * A static name for an enum mkv_coherence value (mkv_stat's coherence):
+ * "coherent" or "non-coherent"; "unknown" for any other value.
+ */
+MKV_EXPORT const char *mkv_coherence_name(uint32_t coherence);
 /** @} */
 
 /** @defgroup pool Pool

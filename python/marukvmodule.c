@@ -1353,6 +1353,7 @@ Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
 	    PUT_I(d, &st, lease_heartbeat_age_ms) || PUT_U(d, &st, requests_pending) ||
 	    PUT_U(d, &st, hits) || PUT_U(d, &st, misses) || PUT_U(d, &st, evictions) ||
 	    dict_put(d, "backing", PyUnicode_FromString(mkv_backing_name(st.backing))) ||
+	    dict_put(d, "coherence", PyUnicode_FromString(mkv_coherence_name(st.coherence))) ||
 	    PUT_U(d, &st, client_timeout_ms) || PUT_S(d, &st, dax_device) ||
 	    PUT_U(d, &st, dax_align) || PUT_U(d, &st, low_watermark) ||
 	    PUT_U(d, &st, high_watermark) || PUT_U(d, &st, max_nodes) ||

@@ -13,6 +13,16 @@
 
 #include "internal.h"
 
+/* Drop our copies of the lease record, the node table, the client slots, the page table. */
+static void
+tables_fresh(const struct mkv_pool *p)
+{
+	mkv_share_inval(p, p->state, sizeof(*p->state));
+	mkv_share_inval(p, p->nodes, p->sb->max_nodes * sizeof(*p->nodes));
+	mkv_share_inval(p, p->slots, p->sb->max_clients * sizeof(*p->slots));
+	mkv_pages_fresh(p);
+}
+
 static void
 lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 {
@@ -25,6 +35,7 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->requests_pending = mkv_rq_pending(p);
 	st->client_timeout_ms = p->sb->client_timeout_ms;
 	st->backing = p->backing;
+	st->coherence = p->sb->coherence;
 	memcpy(st->dax_device, p->dax_device, sizeof(st->dax_device));
 	st->dax_align = p->dax_align;
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
@@ -105,6 +116,7 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 	if ((rc = registry_stat(pool, st)))
 		return rc;
 	st->format_version = pool->sb->version;
+	tables_fresh(pool);
 	pages_stat(pool, st);
 	st->max_clients = pool->sb->max_clients;
 	if (fstat(pool->super_fd, &fst) == 0) {
@@ -166,22 +178,22 @@ await_verdicts(struct mkv_pool *p)
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_reclaim: out of memory");
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t owner = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+		uint64_t owner = mkv_share_load(p, &p->slots[i].owner);
 
-		if (!MKV_SLOT_PID(owner) || __atomic_load_n(&p->slots[i].node, __ATOMIC_SEQ_CST) == p->node)
+		if (!MKV_SLOT_PID(owner) || mkv_share_load(p, &p->slots[i].node) == p->node)
 			continue;
-		beat0[i] = __atomic_load_n(&p->slots[i].beat, __ATOMIC_SEQ_CST);
+		beat0[i] = mkv_share_load(p, &p->slots[i].beat);
 		todo[i] = !mkv_client_dead(p, i, owner);
 	}
 	while (pending && mkv_clock_now() - start < p->client_timeout_ns + 100000000ULL) {
 		pending = false;
 		for (uint32_t i = 0; i < n; i++) {
-			uint64_t owner = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+			uint64_t owner = mkv_share_load(p, &p->slots[i].owner);
 
 			if (!todo[i])
 				continue;
 			if (!MKV_SLOT_PID(owner) || mkv_client_dead(p, i, owner) ||
-			    __atomic_load_n(&p->slots[i].beat, __ATOMIC_SEQ_CST) != beat0[i])
+			    mkv_share_load(p, &p->slots[i].beat) != beat0[i])
 				todo[i] = 0;
 			else
 				pending = true;
@@ -285,6 +297,7 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 	granted = calloc(pool->sb->max_clients, sizeof(*granted));
 	if (!granted)
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_clients: out of memory");
+	tables_fresh(pool);
 	for (uint64_t i = 0; i < pool->nr_pages; i++) {
 		uint64_t w = mkv_pages_load(pool, i);
 

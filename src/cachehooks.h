@@ -32,6 +32,9 @@ struct mkv_cache_hooks {
 	void (*flush)(const void *addr, size_t len, const char *site);
 };
 
-extern const struct mkv_cache_hooks marukv_cache_hooks __attribute__((weak));
+/* default visibility: the library is built with hidden, and the definition
+ * it must find is in another object */
+extern const struct mkv_cache_hooks marukv_cache_hooks
+	__attribute__((weak, visibility("default")));
 
 #endif

@@ -78,7 +78,7 @@ heartbeat_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
 	struct mkv_watch *w = &p->watch[slot];
-	uint64_t beat = __atomic_load_n(&s->beat, __ATOMIC_SEQ_CST), now = mkv_clock_now();
+	uint64_t beat = mkv_share_load(p, &s->beat), now = mkv_clock_now();
 
 	if (__atomic_load_n(&w->owner, __ATOMIC_RELAXED) != owner ||
 	    __atomic_load_n(&w->beat, __ATOMIC_RELAXED) != beat) {
@@ -95,10 +95,9 @@ bool
 mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
-	uint64_t boot = __atomic_load_n(&s->boot, __ATOMIC_SEQ_CST);
+	uint64_t boot = mkv_share_load(p, &s->boot);
 
-	return boot != 0 && boot == p->boot &&
-		__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) == owner;
+	return boot != 0 && boot == p->boot && mkv_share_load(p, &s->boot_tag) == owner;
 }
 
 /* Whether the client holding claim `owner` on slot is dead (a judgement only). */
@@ -110,11 +109,10 @@ mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	if (MKV_SLOT_PID(owner) == 0 || (slot == p->slot && owner == mkv_client_owner(p)))
 		return false;
 	/* a claim still being recorded is judged on its next look */
-	if (__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) != owner)
+	if (mkv_share_load(p, &s->boot_tag) != owner)
 		return false;
 	if (mkv_client_local(p, slot, owner))
-		return !mkv_lock_super_held(p, slot) &&
-			__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) == owner;
+		return !mkv_lock_super_held(p, slot) && mkv_share_load(p, &s->owner) == owner;
 	return heartbeat_dead(p, slot, owner);
 }
 
@@ -128,14 +126,13 @@ mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	struct mkv_slot *s = &p->slots[slot];
 
-	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner)
+	if (mkv_share_load(p, &s->owner) != owner)
 		return true;
 	if (!mkv_client_dead(p, slot, owner))
 		return false;
-	if (__atomic_compare_exchange_n(&s->owner, &owner, MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0),
-			false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0))) {
 		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		p->super.persist(s, sizeof(*s));
+		mkv_share_persist(p, s, sizeof(*s));
 		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
 				MKV_SLOT_PID(owner));
 	}
@@ -152,11 +149,12 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 
 	if (mkv_lock_super(p, i, F_WRLCK))
 		return false;
-	if (!__atomic_compare_exchange_n(&s->owner, &expect, owner, false, __ATOMIC_SEQ_CST,
-			__ATOMIC_SEQ_CST)) {
+	if (!mkv_share_cas(p, &s->owner, expect, owner)) {
 		mkv_lock_super(p, i, F_UNLCK);
 		return false;
 	}
+	/* the counters carry on from the slot's last owner */
+	mkv_share_inval(p, &s->beat, MKV_CACHELINE);
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->node, p->node, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->flags, p->flags & MKV_RDONLY, __ATOMIC_SEQ_CST);
@@ -165,7 +163,7 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	p->slot = i;
 	p->incarnation = inc;
 	mkv_client_beat(p);
-	p->super.persist(s, sizeof(*s));
+	mkv_share_persist(p, s, sizeof(*s));
 	return true;
 }
 
@@ -178,13 +176,13 @@ mkv_client_attach(struct mkv_pool *p)
 	p->pid = (uint32_t)getpid();
 	p->boot = mkv_client_boot_id();
 	for (uint32_t i = 0; i < n; i++) {
-		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+		o = mkv_share_load(p, &p->slots[i].owner);
 		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o))
 			return 0;
 	}
 	/* None free: take over the slot of a client that died without closing. */
 	for (uint32_t i = 0; i < n; i++) {
-		o = __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST);
+		o = mkv_share_load(p, &p->slots[i].owner);
 		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o)) {
 			mkv_log(MKV_LOG_INFO, "pool %s: took over slot %u of dead client %u",
 					p->path, i, MKV_SLOT_PID(o));
@@ -198,7 +196,7 @@ mkv_client_attach(struct mkv_pool *p)
 bool
 mkv_client_alive(const struct mkv_pool *p)
 {
-	return __atomic_load_n(&p->slots[p->slot].owner, __ATOMIC_SEQ_CST) == mkv_client_owner(p);
+	return mkv_share_load(p, &p->slots[p->slot].owner) == mkv_client_owner(p);
 }
 
 /*
@@ -244,7 +242,8 @@ mkv_client_beat(struct mkv_pool *p)
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->beat_wall_ns, mkv_clock_wall(), __ATOMIC_RELAXED);
-	p->super.persist(&s->beat, 2 * sizeof(uint64_t));
+	/* the whole line: the lookup counters beside the beat go out with it */
+	mkv_share_persist(p, &s->beat, MKV_CACHELINE);
 }
 
 /* Count a lookup in our slot; the counters outlive the slot's owners. */
@@ -266,10 +265,9 @@ mkv_client_detach(struct mkv_pool *p)
 	struct mkv_slot *s = &p->slots[p->slot];
 	uint64_t owner = mkv_client_owner(p);
 
-	if (__atomic_compare_exchange_n(&s->owner, &owner, MKV_SLOT_OWNER(p->incarnation, 0), false,
-			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(p->incarnation, 0))) {
 		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		p->super.persist(s, sizeof(*s));
+		mkv_share_persist(p, s, sizeof(*s));
 	}
 	mkv_lock_super(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;

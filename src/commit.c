@@ -211,7 +211,7 @@ requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
 
 	if (r->slot >= p->sb->max_clients)
 		return false;
-	owner = __atomic_load_n(&p->slots[r->slot].owner, __ATOMIC_SEQ_CST);
+	owner = mkv_share_load(p, &p->slots[r->slot].owner);
 	return MKV_SLOT_PID(owner) != 0 && MKV_SLOT_INC(owner) == r->inc;
 }
 

@@ -148,6 +148,7 @@ super_init(struct mkv_pool *p, const struct mkv_opts *opts, uint64_t nr_pages,
 	mkv_create_layout(sb, opts->page_size, nr_pages, opts->max_clients, opts->max_nodes);
 	sb->lease_period_ms = opts->lease_period_ms;
 	sb->client_timeout_ms = opts->client_timeout_ms;
+	sb->coherence = opts->coherence;
 	sb->registry_size = opts->registry_size ? opts->registry_size :
 		align_up((8ULL << 20) + nr_pages * 1024, 1ULL << 20);
 	sb->ctime = (uint64_t)time(NULL);

@@ -64,12 +64,12 @@ ring_grow(struct mkv_epochs *ep)
 static void
 pin_store(struct mkv_pool *p, uint64_t pin)
 {
-	uint64_t *w = &p->slots[p->slot].pin, old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+	uint64_t *w = &p->slots[p->slot].pin, old = mkv_share_load(p, w);
 
-	__atomic_store_n(w, pin, __ATOMIC_SEQ_CST);
+	mkv_share_store(p, w, pin);
 	mkv_full_fence();
 	if (!mkv_client_alive(p))
-		__atomic_compare_exchange_n(w, &pin, old, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		mkv_share_cas(p, w, pin, old);
 }
 
 /*
@@ -141,7 +141,8 @@ mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
 	mkv_full_fence();
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		const struct mkv_slot *s = &p->slots[i];
-		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
+		uint64_t owner = mkv_share_load(p, &s->owner);
+		/* on the line just invalidated */
 		uint64_t pin = __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST);
 
 		if (MKV_SLOT_PID(owner) == 0 || pin == 0 || pin >= min)

@@ -115,6 +115,7 @@ age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
 	uint64_t count[MKV_AGE_CAP + 1] = { 0 }, sum = 0;
 	uint8_t capped = (uint8_t)((tick + 254 - MKV_AGE_CAP) % 255 + 1);
 
+	mkv_share_inval(p, p->hints, p->nr_pages);
 	for (uint64_t pg = 0; pg < p->nr_pages; pg++) {
 		uint8_t h = __atomic_load_n(&p->hints[pg], __ATOMIC_RELAXED);
 		unsigned age = mkv_evict_age(tick, h);
@@ -130,6 +131,8 @@ age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
 		}
 		count[age]++;
 	}
+	if (cap)
+		mkv_share_wb(p, p->hints, p->nr_pages);
 	for (unsigned a = MKV_AGE_CAP; a > 0; a--)
 		if ((sum += count[a]) >= need)
 			return a;
@@ -150,7 +153,7 @@ mkv_evict_tick(struct mkv_pool *p, uint64_t pages)
 		__atomic_store_n(&p->state->tick, tick, __ATOMIC_RELAXED);
 	}
 	p->state->tick_pages = sum % quantum;
-	p->super.persist(&p->state->tick, 2 * sizeof(uint64_t));
+	mkv_share_persist(p, &p->state->tick, 2 * sizeof(uint64_t));
 }
 
 /* The key of the value whose first page is pg, if one is there and not taken yet. */
@@ -298,7 +301,7 @@ mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_t wa
 		return 0;
 	rc = sweep(&w);
 	p->state->clock = w.hand;
-	p->super.persist(&p->state->clock, sizeof(p->state->clock));
+	mkv_share_persist(p, &p->state->clock, sizeof(p->state->clock));
 	*evicted = w.evicted;
 	return rc;
 }
@@ -328,11 +331,16 @@ dry_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint64_
 int
 mkv_evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report)
 {
-	struct sweep w = { .p = p, .del = dry_del, .tick = mkv_evict_clock(p), .hand = p->state->clock,
-			.want = mkv_evict_pct_pages(p, free_pct), .dry = true };
+	struct sweep w = { .p = p, .del = dry_del, .want = mkv_evict_pct_pages(p, free_pct),
+			.dry = true };
 	uint64_t start;
 	int rc;
 
+	/* the holder's words: its tick and hand, the page table */
+	mkv_share_inval(p, p->state, MKV_CACHELINE);
+	mkv_pages_fresh(p);
+	w.tick = mkv_evict_clock(p);
+	w.hand = p->state->clock;
 	w.arg = &w;
 	for (uint64_t i = 0; i < p->nr_pages; i++) {
 		unsigned st = MKV_PG_STATE(mkv_pages_load(p, i));

@@ -16,6 +16,8 @@ view_set(struct mkv_pool *p, const struct mkv_entry *e, uint64_t txn, struct mkv
 	const void *data = mkv_pool_page_addr(p, e->page);
 	int rc;
 
+	/* published bytes never change while a view is out: once per view */
+	mkv_share_inval(p, data, e->length);
 	if ((p->flags & MKV_VERIFY) && e->checksum && mkv_hash_checksum(data, e->length) != e->checksum)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: value at page %llu does not match its checksum",
 				p->path, (unsigned long long)e->page);

@@ -20,6 +20,7 @@
 
 struct pmem2_map;
 struct mkv_req;
+struct mkv_cache_hooks;
 
 /* error.c */
 void mkv_err_clear(void);
@@ -170,6 +171,8 @@ struct mkv_pool {
 	uint32_t pid;             /* our process, as the slot and the lease record name it */
 	uint32_t incarnation;     /* of our claim on it */
 	uint64_t boot;            /* our kernel's boot id, hashed (mkv_client_boot_id()) */
+	bool noncoherent;         /* the pool's memory is not coherent between hosts */
+	const struct mkv_cache_hooks *cache_hooks;  /* a host emulator's, else NULL */
 	bool forked;              /* inherited across fork(): only close works */
 	gid_t create_gid;         /* while creating: the pool's group, or -1 */
 	uint64_t cookie;          /* tags this handle's views, buffers, tickets */
@@ -197,6 +200,44 @@ static inline void mkv_full_fence(void)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
 }
+
+/*
+ * share.c: pool memory other processes and hosts read and write.  Loads of
+ * words another host may have written go through mkv_share_load() (or
+ * mkv_share_inval() of a whole record first), stores others must see
+ * through mkv_share_store() (or mkv_share_wb() of the record after it),
+ * stores that must also survive a crash through mkv_share_persist().  In a
+ * coherent pool the first two are plain atomics.
+ */
+#define MKV_XSTR(x) #x
+#define MKV_STR(x) MKV_XSTR(x)
+#define MKV_SITE __FILE__ ":" MKV_STR(__LINE__)
+bool mkv_share_supported(void);
+void mkv_share_init(struct mkv_pool *p, uint32_t coherence);
+void mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site);
+void mkv_share_wb_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site);
+void mkv_share_persist_at(const struct mkv_pool *p, const void *addr, size_t len,
+		const char *site);
+#define mkv_share_inval(p, a, n) mkv_share_inval_at((p), (a), (n), MKV_SITE)
+#define mkv_share_wb(p, a, n) mkv_share_wb_at((p), (a), (n), MKV_SITE)
+#define mkv_share_persist(p, a, n) mkv_share_persist_at((p), (a), (n), MKV_SITE)
+#define mkv_share_load(p, w) __extension__({ \
+	mkv_share_inval_at((p), (w), sizeof(*(w)), MKV_SITE); \
+	__atomic_load_n((w), __ATOMIC_SEQ_CST); })
+/*
+ * Compare-and-swap of a pool word, between the invalidation of its line and
+ * the write-back: exact among the processes of one host only.
+ */
+#define mkv_share_cas(p, w, expect, v) __extension__({ \
+	__typeof__(*(w)) mkv_cas_old_ = (expect); \
+	mkv_share_inval_at((p), (w), sizeof(*(w)), MKV_SITE); \
+	bool mkv_cas_ok_ = __atomic_compare_exchange_n((w), &mkv_cas_old_, (v), false, \
+			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+	mkv_share_wb_at((p), (w), sizeof(*(w)), MKV_SITE); \
+	mkv_cas_ok_; })
+#define mkv_share_store(p, w, v) do { \
+	__atomic_store_n((w), (v), __ATOMIC_SEQ_CST); \
+	mkv_share_wb_at((p), (w), sizeof(*(w)), MKV_SITE); } while (0)
 
 /* admin.c */
 void mkv_admin_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint64_t *last_ns);
@@ -227,6 +268,7 @@ struct mkv_opts {
 	uint32_t client_timeout_ms;
 	uint32_t wm_low, wm_high;
 	uint32_t max_nodes;
+	uint32_t coherence;
 	bool has_group;
 	gid_t gid;
 	char node[MKV_NODE_NAME_MAX + 1];
@@ -380,6 +422,7 @@ void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
 uint64_t mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto);
 
 /* pages.c: the page table */
+void mkv_pages_fresh(const struct mkv_pool *p);
 uint64_t mkv_pages_load(const struct mkv_pool *p, uint64_t page);
 bool mkv_pages_are(const struct mkv_pool *p, const struct mkv_extent *ext, uint64_t word);
 uint64_t mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from,
@@ -490,10 +533,16 @@ static inline uint64_t mkv_evict_clock(const struct mkv_pool *p)
 
 	return tick ? (tick - 1) % 255 + 1 : 1;
 }
-/* A read of the value at page: a plain store, no lock and no registry write. */
+/*
+ * A read of the value at page: a plain store, no lock and no registry
+ * write.  Between hosts, a hint written back with its line may overwrite
+ * another host's hints of neighbouring pages: they only guide eviction.
+ */
 static inline void mkv_evict_touch(struct mkv_pool *p, uint64_t page)
 {
+	mkv_share_inval(p, &p->state->tick, sizeof(p->state->tick));
 	__atomic_store_n(&p->hints[page], (uint8_t)mkv_evict_clock(p), __ATOMIC_RELAXED);
+	mkv_share_wb(p, &p->hints[page], 1);
 }
 /* pct percent of the data pages, rounded up. */
 static inline uint64_t mkv_evict_pct_pages(const struct mkv_pool *p, uint64_t pct)

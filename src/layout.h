@@ -36,7 +36,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 6U
+#define MKV_FORMAT_VERSION 7U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -73,11 +73,13 @@ struct mkv_super {
 	uint32_t rq_depth;
 	uint32_t lease_period_ms;
 	uint32_t client_timeout_ms;
+	uint32_t coherence;    /* enum mkv_coherence */
+	uint32_t reserved0;
 	uint64_t ctime;        /* creation, seconds since the epoch */
 	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
 };
-static_assert(sizeof(struct mkv_super) == 160, "mkv_super is fixed-width");
-static_assert(offsetof(struct mkv_super, csum) == 152, "csum is last");
+static_assert(sizeof(struct mkv_super) == 168, "mkv_super is fixed-width");
+static_assert(offsetof(struct mkv_super, csum) == 160, "csum is last");
 
 /*
  * The lease record.  Changed only inside the bakery's critical section

@@ -40,14 +40,14 @@
 
 #include "internal.h"
 
-#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
+/*
+ * LOAD: a word another node may have written.  PEEK: one of our own node's
+ * words, or one whose line was just invalidated.  A STORE is followed by
+ * mkv_share_persist() of what it changed.
+ */
+#define LOAD(x) mkv_share_load(p, &(x))
+#define PEEK(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
-
-static void
-persist(struct mkv_pool *p, const void *addr, size_t len)
-{
-	p->super.persist(addr, len);
-}
 
 static void
 nap(void)
@@ -120,11 +120,11 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		if (id == 0 || id == p->node || node_in_use(p, i, id))
 			continue;
 		STORE(n->id, 0);
-		persist(p, &n->id, sizeof(n->id));
+		mkv_share_persist(p, &n->id, sizeof(n->id));
 		STORE(n->number, 0);
 		STORE(n->choosing, 0);
 		memset(n->name, 0, sizeof(n->name));
-		persist(p, n, sizeof(*n));
+		mkv_share_persist(p, n, sizeof(*n));
 		freed++;
 	}
 	if (freed)
@@ -144,9 +144,10 @@ node_claim(struct mkv_pool *p)
 		memset(n->name, 0, sizeof(n->name));
 		memcpy(n->name, p->node_name, strlen(p->node_name));
 		STORE(n->id, p->node);
-		persist(p, n, sizeof(*n));
+		mkv_share_persist(p, n, sizeof(*n));
 		usleep(1000);
-		if (LOAD(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
+		mkv_share_inval(p, n, MKV_CACHELINE);
+		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
 			return true;
 		}
@@ -168,7 +169,8 @@ mkv_lease_node_attach(struct mkv_pool *p)
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 
-		if (LOAD(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
+		mkv_share_inval(p, n, MKV_CACHELINE);
+		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
 			return 0;
 		}
@@ -238,8 +240,8 @@ beat_node(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
-	STORE(me->beat, LOAD(me->beat) + 1);
-	persist(p, &me->beat, sizeof(me->beat));
+	STORE(me->beat, PEEK(me->beat) + 1);
+	mkv_share_persist(p, &me->beat, sizeof(me->beat));
 }
 
 static void bakery_exit(struct mkv_pool *p);
@@ -257,7 +259,7 @@ bakery_enter(struct mkv_pool *p)
 	uint64_t max = 0, mine, deadline = mkv_clock_now() + 2 * p->lease_period_ns;
 
 	STORE(me->choosing, 1);
-	persist(p, &me->choosing, sizeof(me->choosing));
+	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		uint64_t nj = LOAD(p->nodes[j].number);
 
@@ -266,9 +268,9 @@ bakery_enter(struct mkv_pool *p)
 	}
 	mine = max + 1;
 	STORE(me->number, mine);
-	persist(p, &me->number, sizeof(me->number));
+	mkv_share_persist(p, &me->number, sizeof(me->number));
 	STORE(me->choosing, 0);
-	persist(p, &me->choosing, sizeof(me->choosing));
+	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		struct mkv_node *n = &p->nodes[j];
@@ -303,7 +305,7 @@ bakery_exit(struct mkv_pool *p)
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
 	STORE(me->number, 0);
-	persist(p, &me->number, sizeof(me->number));
+	mkv_share_persist(p, &me->number, sizeof(me->number));
 }
 
 struct lease_view {
@@ -316,11 +318,12 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 {
 	const struct mkv_lease *l = &p->state->lease;
 
-	v->generation = LOAD(l->generation);
-	v->heartbeat = LOAD(l->heartbeat);
-	v->node = LOAD(l->holder_node);
-	v->slot = LOAD(l->holder_slot);
-	v->pid = LOAD(l->holder_pid);
+	mkv_share_inval(p, l, sizeof(*l));
+	v->generation = PEEK(l->generation);
+	v->heartbeat = PEEK(l->heartbeat);
+	v->node = PEEK(l->holder_node);
+	v->slot = PEEK(l->holder_slot);
+	v->pid = PEEK(l->holder_pid);
 }
 
 /*
@@ -408,9 +411,10 @@ mkv_lease_beat(struct mkv_pool *p)
 
 	if (!mkv_lease_valid(p))
 		return MKV_E_FENCED;
-	STORE(l->heartbeat, LOAD(l->heartbeat) + 1);
+	/* mkv_lease_valid() has just read the record */
+	STORE(l->heartbeat, PEEK(l->heartbeat) + 1);
 	STORE(l->beat_wall_ns, mkv_clock_wall());
-	persist(p, l, sizeof(*l));
+	mkv_share_persist(p, l, sizeof(*l));
 	beat_node(p);
 	p->h.last_renew_ns = mkv_clock_now();
 	return 0;
@@ -483,7 +487,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->generation, gen);
 		STORE(l->heartbeat, now.heartbeat + 1);
 		STORE(l->beat_wall_ns, mkv_clock_wall());
-		persist(p, l, sizeof(*l));
+		mkv_share_persist(p, l, sizeof(*l));
 	}
 	bakery_exit(p);
 	node_unlock(p);
@@ -516,7 +520,7 @@ mkv_lease_release(struct mkv_pool *p)
 			if (LOAD(l->generation) == h->generation) {
 				STORE(l->holder_node, 0);
 				STORE(l->holder_pid, 0);
-				persist(p, l, sizeof(*l));
+				mkv_share_persist(p, l, sizeof(*l));
 			}
 			bakery_exit(p);
 		}

@@ -22,6 +22,7 @@ mkv_opts_defaults(struct mkv_opts *o)
 		.wm_low = MKV_DEFAULT_LOW_WATERMARK,
 		.wm_high = MKV_DEFAULT_HIGH_WATERMARK,
 		.max_nodes = MKV_DEFAULT_MAX_NODES,
+		.coherence = MKV_COHERENT,
 	};
 }
 
@@ -175,5 +176,21 @@ mkv_opts_set_node(struct mkv_opts *opts, const char *name)
 	if ((rc = mkv_valid_node_name(name)))
 		return rc;
 	memcpy(opts->node, name, strlen(name) + 1);
+	return 0;
+}
+
+MKV_EXPORT int
+mkv_opts_set_coherence(struct mkv_opts *opts, enum mkv_coherence coherence)
+{
+	mkv_err_clear();
+	if (!opts)
+		return mkv_err(MKV_E_INVAL, "mkv_opts_set_coherence: opts is NULL");
+	if (coherence != MKV_COHERENT && coherence != MKV_NONCOHERENT)
+		return mkv_err(MKV_E_INVAL, "coherence %d is neither MKV_COHERENT nor MKV_NONCOHERENT",
+				(int)coherence);
+	if (coherence == MKV_NONCOHERENT && !mkv_share_supported())
+		return mkv_err(MKV_E_INVAL,
+				"non-coherent pools need cache line flushes this library was not built with");
+	opts->coherence = coherence;
 	return 0;
 }

@@ -15,6 +15,17 @@
 
 #include "internal.h"
 
+/*
+ * Drop our copy of the whole table: a new holder before it rebuilds it, any
+ * other process before it reads it.  The holder is its only writer, so
+ * while it holds it reads its own words without invalidating them.
+ */
+void
+mkv_pages_fresh(const struct mkv_pool *p)
+{
+	mkv_share_inval(p, p->pt, p->nr_pages * sizeof(*p->pt));
+}
+
 uint64_t
 mkv_pages_load(const struct mkv_pool *p, uint64_t page)
 {
@@ -59,7 +70,7 @@ mkv_pages_move(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t from, 
 
 	for (uint64_t i = 0; i < ext->npages; i++)
 		moved += page_cas(p, ext->page + i, from, to);
-	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
+	mkv_share_persist(p, &p->pt[ext->page], ext->npages * sizeof(uint64_t));
 	pages_count(p, moved, from, to);
 	return moved;
 }
@@ -80,7 +91,7 @@ mkv_pages_move_all(struct mkv_pool *p, const struct mkv_extent *ext, uint64_t fr
 			page_cas(p, ext->page + i, to, from);
 		return false;
 	}
-	p->super.persist(&p->pt[ext->page], ext->npages * sizeof(uint64_t));
+	mkv_share_persist(p, &p->pt[ext->page], ext->npages * sizeof(uint64_t));
 	pages_count(p, ext->npages, from, to);
 	return true;
 }
@@ -119,7 +130,7 @@ pages_find(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 	out->page = at;
 	out->npages = npages;
 	p->state->rotor = at + npages;
-	p->super.persist(&p->state->rotor, sizeof(p->state->rotor));
+	mkv_share_persist(p, &p->state->rotor, sizeof(p->state->rotor));
 	return true;
 }
 
@@ -165,7 +176,7 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 			continue;
 		s = MKV_PG_SLOT(w);
 		if (w != word && s < p->sb->max_clients) {
-			owner = __atomic_load_n(&p->slots[s].owner, __ATOMIC_SEQ_CST);
+			owner = mkv_share_load(p, &p->slots[s].owner);
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
 					verdict[s] = MKV_SLOT_PID(owner) != 0 &&

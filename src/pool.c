@@ -147,8 +147,13 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    want.max_nodes != sb->max_nodes || want.rq_depth != sb->rq_depth ||
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
 	    sb->lease_period_ms > 60000 || sb->client_timeout_ms < 100 ||
-	    sb->client_timeout_ms > 3600000)
+	    sb->client_timeout_ms > 3600000 ||
+	    (sb->coherence != MKV_COHERENT && sb->coherence != MKV_NONCOHERENT))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
+	if (sb->coherence == MKV_NONCOHERENT && !mkv_share_supported())
+		return mkv_err(MKV_E_INVAL,
+				"pool %s: a non-coherent pool needs cache line flushes this library was not built with",
+				p->path);
 	if ((uint64_t)st.st_size < sb->super_size)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is %lld bytes, expected %llu",
 				p->path, (long long)st.st_size, (unsigned long long)sb->super_size);
@@ -373,6 +378,7 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	if ((rc = pool_dir_open(p, opts)) || (rc = super_open(p, opts)) ||
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
+	mkv_share_init(p, hdr.coherence);
 	/* the client slot before the node entry: see mkv_lease_nodes_reclaim() */
 	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
 	    (rc = mkv_lease_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||

@@ -195,7 +195,7 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, const struct m
 	if (!(p->flags & MKV_NOCHECKSUM))
 		r->checksum = mkv_hash_checksum(buf->data, buf->len);
 	/* The bytes are durable and visible before the key can be found. */
-	p->data.persist(buf->data, buf->len);
+	mkv_share_persist(p, buf->data, buf->len);
 	return 0;
 }
 

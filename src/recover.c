@@ -77,7 +77,7 @@ grant_valid(const struct mkv_pool *p, uint64_t w)
 
 	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || slot >= p->sb->max_clients)
 		return false;
-	owner = __atomic_load_n(&p->slots[slot].owner, __ATOMIC_SEQ_CST);
+	owner = mkv_share_load(p, &p->slots[slot].owner);
 	return MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
 		!(mkv_client_local(p, slot, owner) && mkv_client_dead(p, slot, owner));
 }
@@ -168,7 +168,7 @@ recover_table(struct mkv_pool *p, const uint8_t *mark)
 		p->h.free_pages += st == MKV_PG_FREE;
 		p->h.quarantined_pages += st == MKV_PG_QUARANTINED;
 	}
-	p->super.persist(p->pt, p->nr_pages * sizeof(uint64_t));
+	mkv_share_persist(p, p->pt, p->nr_pages * sizeof(uint64_t));
 	return leaked;
 }
 
@@ -199,6 +199,8 @@ mkv_recover(struct mkv_pool *p)
 		free(mark);
 		return rc;
 	}
+	/* the last holder, maybe on another host, wrote the table */
+	mkv_pages_fresh(p);
 	leaked = recover_table(p, mark);
 	free(mark);
 	if ((rc = mkv_reg_wtxn_end(p, txn, true)))
@@ -217,7 +219,7 @@ reap_count(struct mkv_pool *p, struct mkv_reclaim *report)
 {
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		struct mkv_slot *s = &p->slots[i];
-		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST);
+		uint64_t owner = mkv_share_load(p, &s->owner);
 
 		if (!mkv_client_dead(p, i, owner))
 			continue;
@@ -241,12 +243,13 @@ mkv_recover_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 	int stale;
 
 	memset(report, 0, sizeof(*report));
+	mkv_pages_fresh(p);
 	reap_count(p, report);
 	if (dry)
 		return;
 	/* claims first, then what they held, then the entries of nodes left with no client */
 	for (uint32_t i = 0; i < p->sb->max_clients; i++)
-		mkv_client_reap(p, i, __atomic_load_n(&p->slots[i].owner, __ATOMIC_SEQ_CST));
+		mkv_client_reap(p, i, mkv_share_load(p, &p->slots[i].owner));
 	mkv_pages_reclaim(p, 0);
 	if (flock(p->dirfd, LOCK_EX | LOCK_NB) == 0) {
 		report->nodes = mkv_lease_nodes_reclaim(p);

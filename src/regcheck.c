@@ -87,8 +87,8 @@ struct db {
 	uint64_t branch, leaf, overflow, entries, root;
 };
 
-/* The part of a meta page LMDB reads (MDB_metabuf): header, MDB_meta. */
-#define META_BYTES (PAGE_HDR + 136U)
+#define META_BYTES MKV_REG_META_BYTES
+static_assert(META_BYTES == PAGE_HDR + 136U, "MDB_metabuf: the page header, then MDB_meta");
 struct meta {
 	uint64_t pgno;
 	uint16_t pflags;
@@ -316,6 +316,7 @@ mkv_regcheck_metas(struct mkv_regcheck *c)
 	} while ((memcmp(m[0].raw, again[0].raw, META_BYTES) ||
 		  memcmp(m[1].raw, again[1].raw, META_BYTES)) && ++tries < 100);
 	pick = m[0].txnid < m[1].txnid;
+	c->last_pgno = m[0].last_pg > m[1].last_pg ? m[0].last_pg : m[1].last_pg;
 	/* txns then read meta page (txn id & 1): it must be the one picked */
 	if ((m[pick].txnid & 1) != pick)
 		return mkv_err(MKV_E_CORRUPT,

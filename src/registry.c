@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,10 +201,31 @@ metas_check(struct mkv_pool *p, const struct mkv_super *sb)
 	struct mkv_regcheck c = { .pool = p->path, .map_size = sb->registry_size };
 	int rc;
 
+
 	c.fd = openat(p->dirfd, MKV_FILE_REGISTRY, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (c.fd < 0)
 		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
+	/*
+	 * Non-coherent memory: this host may cache lines of the file from
+	 * before another host's commits, and the kernel's reads go through
+	 * the same caches.  A map of our own to drop them through, kept open.
+	 */
+	if (p->noncoherent) {
+		void *map = mmap(NULL, sb->registry_size, PROT_READ, MAP_SHARED, c.fd, 0);
+
+		if (map == MAP_FAILED) {
+			rc = mkv_err(-errno, "pool %s: cannot map registry.mdb: %m", p->path);
+			close(c.fd);
+			return rc;
+		}
+		p->reg->shadow = map;
+		p->reg->shadow_size = sb->registry_size;
+		p->reg->psize = (size_t)sysconf(_SC_PAGESIZE);
+		mkv_reg_fresh_metas(p);
+	}
 	rc = mkv_regcheck_metas(&c);
+	if (!rc && p->reg->shadow)
+		mkv_reg_fresh_pages(p, c.last_pgno);
 	close(c.fd);
 	return rc;
 }
@@ -228,8 +250,10 @@ walk(struct mkv_pool *p, MDB_txn *txn, struct mkv_regcheck *c)
 		if ((rc = mkv_regcheck_walk(c, mdb_txn_id(txn))) != -EAGAIN)
 			return rc;
 		mdb_txn_reset(txn);
+		mkv_reg_fresh_metas(p);
 		if ((rc = mdb_txn_renew(txn)))
 			return mkv_reg_err(rc, "registry: read txn");
+		mkv_reg_fresh_snapshot(p, txn);
 	}
 	return mkv_err(-EAGAIN, "pool %s: registry.mdb changed under %u checks in a row",
 			p->path, WALK_TRIES);
@@ -332,10 +356,12 @@ first_txn(struct mkv_pool *p, const struct mkv_super *sb)
 	MDB_txn *txn;
 	MDB_val k = { 4, "uuid" }, d;
 	struct mkv_regcheck c;
-	int rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &txn);
+	int rc;
 
-	if (rc)
+	mkv_reg_fresh_metas(p);
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &txn)))
 		return mkv_reg_err(rc, "registry: begin");
+	mkv_reg_fresh_snapshot(p, txn);
 	if ((rc = walk(p, txn, &c)) || (rc = map_find(p, txn, &c)) ||
 	    (rc = format_check(p, txn)) || (rc = dbis_open(p, txn, 0)))
 		goto out;
@@ -362,7 +388,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	char *file = NULL;
 	int rc, stale;
 
-	if ((rc = files_check(p, sb)) || (rc = reg_new(p)))
+	if ((rc = reg_new(p)) || (rc = files_check(p, sb)))
 		return rc;
 	if (pthread_mutex_init(&p->reg->lock, NULL))
 		return mkv_err(MKV_E_NOMEM, "registry: mutex");
@@ -395,6 +421,8 @@ mkv_reg_close(struct mkv_pool *p)
 	}
 	if (p->reg->env)
 		mdb_env_close(p->reg->env);
+	if (p->reg->shadow)
+		munmap((void *)p->reg->shadow, p->reg->shadow_size);
 	free(p->reg);
 	p->reg = NULL;
 }

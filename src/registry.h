@@ -24,6 +24,12 @@ struct mkv_registry {
 	unsigned nrtxn, cap;
 	const char *map;       /* LMDB's map of the file, and its size */
 	size_t mapsize;
+	size_t psize;          /* LMDB's page size */
+	/* non-coherent pools: a map of the file of our own, and the last
+	 * snapshot whose pages were invalidated through it */
+	const char *shadow;
+	size_t shadow_size;
+	uint64_t fresh_txn;
 };
 
 /*
@@ -39,8 +45,14 @@ static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
 	return (struct mkv_txn *)txn;
 }
 
+/* The part of a meta page LMDB 0.9 reads (MDB_metabuf): page header, MDB_meta. */
+#define MKV_REG_META_BYTES (16U + 136U)
+
 /* regtxn.c */
 int mkv_reg_err(int rc, const char *what);
+void mkv_reg_fresh_metas(struct mkv_pool *p);
+void mkv_reg_fresh_pages(struct mkv_pool *p, uint64_t last_pgno);
+void mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn);
 /* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
 int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
 
@@ -49,6 +61,7 @@ struct mkv_regcheck {
 	int fd;                  /* registry.mdb */
 	const char *pool;        /* the pool's path, for messages */
 	uint64_t map_size;       /* LMDB's map size: super's registry_size */
+	uint64_t last_pgno;      /* the higher of the two metas' last pages in use */
 	/* what a walk found */
 	uint64_t first_key_off;  /* file offset of the main database's first key; 0: empty */
 	uint64_t pages;          /* pages of the snapshot's trees and overflow runs */

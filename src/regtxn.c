@@ -94,24 +94,78 @@ mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
 				p->path);
 	if (rc)
 		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
+	mkv_reg_fresh_metas(p);
 	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
 		flock(p->super_fd, LOCK_UN);
 		return mkv_reg_err(rc, "registry: write txn");
 	}
+	/* a write txn's snapshot is its parent: the txn before its own id */
+	if (p->reg->shadow && __atomic_load_n(&p->reg->fresh_txn, __ATOMIC_ACQUIRE) != mdb_txn_id(t) - 1) {
+		MDB_envinfo info;
+
+		mdb_env_info(p->reg->env, &info);
+		mkv_reg_fresh_pages(p, info.me_last_pgno);
+		__atomic_store_n(&p->reg->fresh_txn, mdb_txn_id(t) - 1, __ATOMIC_RELEASE);
+	}
 	*txn = reg_mkv_txn(t);
 	return 0;
+}
+
+/*
+ * Non-coherent memory (marukv(7), NON-COHERENT MEMORY).  LMDB reads its
+ * pages through this host's caches, where lines of pages another host's
+ * holder has written since may be stale.  Before a txn picks its snapshot,
+ * the metas are dropped; once it has, if that snapshot is not the last one
+ * made fresh, every page in use is.  Through the registry's map of our own
+ * (p->reg->shadow): lines are cached by physical address, so dropping them
+ * there drops them under LMDB's map too.
+ */
+void
+mkv_reg_fresh_metas(struct mkv_pool *p)
+{
+	if (!p->reg->shadow)
+		return;
+	mkv_share_inval(p, p->reg->shadow, MKV_REG_META_BYTES);
+	mkv_share_inval(p, p->reg->shadow + p->reg->psize, MKV_REG_META_BYTES);
+}
+
+void
+mkv_reg_fresh_pages(struct mkv_pool *p, uint64_t last_pgno)
+{
+	uint64_t n = p->reg->shadow_size / p->reg->psize;
+
+	mkv_share_inval(p, p->reg->shadow, (last_pgno < n ? last_pgno + 1 : n) * p->reg->psize);
+}
+
+void
+mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn)
+{
+	MDB_envinfo info;
+	uint64_t id = mdb_txn_id(txn);
+
+	if (!p->reg->shadow || __atomic_load_n(&p->reg->fresh_txn, __ATOMIC_ACQUIRE) == id)
+		return;
+	/* the newest meta's last page: at least the snapshot's */
+	mdb_env_info(p->reg->env, &info);
+	mkv_reg_fresh_pages(p, info.me_last_pgno);
+	__atomic_store_n(&p->reg->fresh_txn, id, __ATOMIC_RELEASE);
 }
 
 /* Commit (or abort) what mkv_reg_wtxn() began; the commit's error. */
 int
 mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 {
+	uint64_t id = mdb_txn_id(reg_txn(txn));
 	int rc = 0;
 
 	if (commit)
 		rc = mdb_txn_commit(reg_txn(txn));
 	else
 		mdb_txn_abort(reg_txn(txn));
+	/* LMDB wrote its pages with write(2): this host's caches hold them */
+	if (commit && !rc)
+		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
+				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	flock(p->super_fd, LOCK_UN);
 	return rc ? mkv_reg_err(rc, "registry: commit") : 0;
 }
@@ -129,9 +183,11 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 			t = p->reg->rtxn[--p->reg->nrtxn];
 		pthread_mutex_unlock(&p->reg->lock);
 	}
+	mkv_reg_fresh_metas(p);
 	if (t) {
 		rc = mdb_txn_renew(t);
 		if (!rc) {
+			mkv_reg_fresh_snapshot(p, t);
 			*txn = reg_mkv_txn(t);
 			return 0;
 		}
@@ -139,6 +195,7 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 	}
 	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &t)))
 		return mkv_reg_err(rc, "registry: read txn");
+	mkv_reg_fresh_snapshot(p, t);
 	*txn = reg_mkv_txn(t);
 	return 0;
 }
@@ -182,6 +239,7 @@ mkv_reg_last_txn(struct mkv_pool *p)
 {
 	MDB_envinfo info;
 
+	mkv_reg_fresh_metas(p);
 	mdb_env_info(p->reg->env, &info);
 	return info.me_last_txnid;
 }

@@ -48,10 +48,18 @@ entry(const struct mkv_pool *p, uint32_t slot, unsigned i)
 	return &p->rqs[(size_t)slot * MKV_RQ_DEPTH + i];
 }
 
+/* Whether request seq in e is answered; its answer's line is fresh after a true. */
 static bool
-answered(const struct mkv_rq *e, uint32_t seq)
+answered(const struct mkv_pool *p, const struct mkv_rq *e, uint32_t seq)
 {
-	return (uint32_t)(__atomic_load_n(&e->done, __ATOMIC_ACQUIRE) >> 32) == seq;
+	return (uint32_t)(mkv_share_load(p, &e->done) >> 32) == seq;
+}
+
+/* A request's sequence number, as its client last stored it. */
+static uint32_t
+seq_load(const struct mkv_pool *p, const struct mkv_rq *e)
+{
+	return mkv_share_load(p, &e->seq);
 }
 
 /* idle: called between slices of a wait for an answer, by the thread that waits */
@@ -89,7 +97,7 @@ static void
 seq_resume(struct mkv_pool *p)
 {
 	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
-		uint32_t s = __atomic_load_n(&entry(p, p->slot, i)->seq, __ATOMIC_ACQUIRE);
+		uint32_t s = seq_load(p, entry(p, p->slot, i));
 
 		if (s > p->rq.seq)
 			p->rq.seq = s;
@@ -110,9 +118,9 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 	uint32_t *completed = &p->slots[p->slot].completed;
 
 	for (;;) {
-		uint32_t c = __atomic_load_n(completed, __ATOMIC_ACQUIRE);
+		uint32_t c = mkv_share_load(p, completed);
 
-		if (answered(e, seq)) {
+		if (answered(p, e, seq)) {
 			a->seq = seq;
 			a->result = (int32_t)(uint32_t)__atomic_load_n(&e->done, __ATOMIC_ACQUIRE);
 			a->ext.npages = e->npages;
@@ -126,7 +134,7 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 		if (mkv_clock_now() >= deadline)
 			return false;
 		mkv_rq_futex_wait(completed, c, WAIT_SLICE_NS);
-		if (answered(e, seq))
+		if (answered(p, e, seq))
 			continue;
 		p->rq.idle(p);
 	}
@@ -170,12 +178,12 @@ entry_get(struct mkv_pool *p, unsigned *idx, uint64_t deadline)
 
 		for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
 			struct mkv_rq *e = entry(p, p->slot, i);
-			uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+			uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);  /* ours */
 
 			if ((q->async & (1U << i)) &&
 			    (oldest == MKV_RQ_DEPTH || (int32_t)(q->seqs[i] - q->seqs[oldest]) < 0))
 				oldest = i;
-			if ((q->busy & (1U << i)) || (s != 0 && !answered(e, s)))
+			if ((q->busy & (1U << i)) || (s != 0 && !answered(p, e, s)))
 				continue;
 			q->busy |= 1U << i;
 			*idx = i;
@@ -287,10 +295,13 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	e->length = r->length;
 	e->checksum = r->checksum;
 	e->parent = r->parent;
-	if (r->klen)
+	if (r->klen) {
 		memcpy(e->key, r->key, r->klen);
+		/* before the line that holds seq: a line is written back whole */
+		mkv_share_persist(p, e->key, r->klen);
+	}
 	__atomic_store_n(&e->seq, *seq, __ATOMIC_RELEASE);
-	p->super.persist(e, offsetof(struct mkv_rq, done));
+	mkv_share_persist(p, e, offsetof(struct mkv_rq, key));
 	mkv_rq_ring(p);
 	return 0;
 }
@@ -358,11 +369,13 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 	for (uint32_t s = 0; s < p->sb->max_clients && n < max; s++) {
 		for (unsigned i = 0; i < MKV_RQ_DEPTH && n < max; i++) {
 			struct mkv_rq *e = entry(p, s, i);
-			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+			uint32_t seq = seq_load(p, e);
 			struct mkv_req *r = &reqs[n];
 
-			if (seq == 0 || answered(e, seq))
+			if (seq == 0 || answered(p, e, seq))
 				continue;
+			if (e->klen <= MKV_KEY_MAX)
+				mkv_share_inval(p, e->key, e->klen);
 			*r = (struct mkv_req){
 				.op = (enum mkv_op)e->op,
 				.slot = s,
@@ -397,7 +410,7 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		__atomic_store_n(&e->out_npages, reqs[i].ext.npages, __ATOMIC_RELAXED);
 		__atomic_store_n(&e->done, ((uint64_t)reqs[i].seq << 32) | (uint32_t)reqs[i].result,
 				__ATOMIC_RELEASE);
-		p->super.persist(&e->done, 3 * sizeof(uint64_t));
+		mkv_share_persist(p, &e->done, 3 * sizeof(uint64_t));
 	}
 	/* reqs come slot by slot, in order: wake each slot once */
 	for (unsigned i = 0; i < n; i++) {
@@ -407,7 +420,7 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 			continue;
 		last = s;
 		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
-		p->super.persist(&p->slots[s].completed, sizeof(uint32_t));
+		mkv_share_persist(p, &p->slots[s].completed, sizeof(uint32_t));
 		mkv_rq_futex_wake(&p->slots[s].completed);
 	}
 }
@@ -420,9 +433,9 @@ mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot)
 
 	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++) {
 		const struct mkv_rq *e = entry(p, slot, i);
-		uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		uint32_t seq = seq_load(p, e);
 
-		n += seq != 0 && !answered(e, seq);
+		n += seq != 0 && !answered(p, e, seq);
 	}
 	return n;
 }

@@ -92,6 +92,7 @@ check_entry(struct verifying *vf, const void *key, size_t klen, const struct mkv
 	v->pages_used += e.npages;
 	if (vf->deep && e.checksum) {
 		v->checksums_checked++;
+		mkv_share_inval(p, mkv_pool_page_addr(p, e.page), e.length);
 		if (mkv_hash_checksum(mkv_pool_page_addr(p, e.page), e.length) != e.checksum) {
 			v->checksums_bad++;
 			problem(v, "value at page %llu does not match its checksum",
@@ -144,7 +145,7 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 		if (mark[i] || w == MKV_PG_FREE)
 			continue;
 		if (MKV_PG_STATE(w) == MKV_PG_GRANTED && MKV_PG_SLOT(w) < p->sb->max_clients) {
-			owner = __atomic_load_n(&p->slots[MKV_PG_SLOT(w)].owner, __ATOMIC_SEQ_CST);
+			owner = mkv_share_load(p, &p->slots[MKV_PG_SLOT(w)].owner);
 			if (MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
 			    !mkv_client_dead(p, MKV_PG_SLOT(w), owner))
 				continue;
@@ -161,7 +162,7 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 static void
 check_generation(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_verify *v)
 {
-	uint64_t reg, lease = __atomic_load_n(&p->state->lease.generation, __ATOMIC_SEQ_CST);
+	uint64_t reg, lease = mkv_share_load(p, &p->state->lease.generation);
 
 	if (mkv_reg_meta_get(p, txn, "generation", &reg))
 		problem(v, "%s", mkv_errormsg());
@@ -216,6 +217,7 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 		free(vf.mark);
 		return MKV_E_NOMEM;
 	}
+	mkv_pages_fresh(pool);
 	if ((rc = mkv_reg_rtxn(pool, &vf.txn)) == 0) {
 		/* LMDB trusts its file: every page of the snapshot first (regcheck.c) */
 		if ((rc = mkv_reg_walk(pool, vf.txn)) == 0)

@@ -142,6 +142,8 @@ START_TEST(test_backing_names)
 		ck_assert_str_eq(mkv_backing_name(st.backing), "tmpfs");
 	else
 		ck_assert_str_ne(mkv_backing_name(st.backing), "unknown");
+	/* the suites' pools follow $TU_COHERENCE (make check-noncoherent) */
+	ck_assert_uint_eq(st.coherence, tu_coherence());
 	mkv_pool_close(&pool);
 }
 END_TEST
@@ -524,18 +526,25 @@ START_TEST(test_missing_data_is_corrupt)
 }
 END_TEST
 
+/* Write a 32-bit field of super; with fix_csum, its checksum follows. */
 static void
-set_version(uint32_t v, int fix_csum)
+set_u32(size_t off, uint32_t v, int fix_csum)
 {
 	unsigned char head[offsetof(struct mkv_super, csum)];
 	uint64_t csum;
 
-	super_rw(offsetof(struct mkv_super, version), &v, sizeof(v), 1);
+	super_rw((off_t)off, &v, sizeof(v), 1);
 	if (fix_csum) {
 		super_rw(0, head, sizeof(head), 0);
 		csum = tu_fnv1a(head, sizeof(head));
 		super_rw(offsetof(struct mkv_super, csum), &csum, sizeof(csum), 1);
 	}
+}
+
+static void
+set_version(uint32_t v, int fix_csum)
+{
+	set_u32(offsetof(struct mkv_super, version), v, fix_csum);
 }
 
 START_TEST(test_unknown_version_is_version)
@@ -568,6 +577,61 @@ START_TEST(test_unknown_version_checked_before_checksum)
 }
 END_TEST
 
+/*
+ * The memory model is chosen at creation, stored, and obeyed by every
+ * opener whatever it asks; a stored value the library does not know is
+ * damage, even under a valid checksum.
+ */
+START_TEST(test_coherence_is_stored_and_obeyed)
+{
+	struct mkv_opts *opts;
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+	char *path = tu_pool_path(tu_dir);
+
+	ck_assert_str_eq(mkv_coherence_name(MKV_COHERENT), "coherent");
+	ck_assert_str_eq(mkv_coherence_name(MKV_NONCOHERENT), "non-coherent");
+	ck_assert_str_eq(mkv_coherence_name(0), "unknown");
+	ck_assert_str_eq(mkv_coherence_name(3), "unknown");
+	TU_OK(mkv_opts_new(&opts));
+	ck_assert_int_eq(mkv_opts_set_coherence(NULL, MKV_COHERENT), MKV_E_INVAL);
+	ck_assert_int_eq(mkv_opts_set_coherence(opts, 0), MKV_E_INVAL);
+	ck_assert_int_eq(mkv_opts_set_coherence(opts, (enum mkv_coherence)3), MKV_E_INVAL);
+	TU_OK(mkv_opts_set_data_size(opts, TU_DATA_SIZE));
+	TU_OK(mkv_opts_set_page_size(opts, TU_PAGE_SIZE));
+	TU_OK(mkv_opts_set_coherence(opts, MKV_NONCOHERENT));
+	TU_OK(mkv_pool_open(path, MKV_CREATE, opts, &pool));
+	TU_OK(tu_put(pool, "nc", 2, 7));
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_uint_eq(st.coherence, MKV_NONCOHERENT);
+	mkv_pool_close(&pool);
+	/* asking for a coherent pool does not change an existing one */
+	TU_OK(mkv_opts_set_coherence(opts, MKV_COHERENT));
+	TU_OK(mkv_pool_open(path, MKV_CREATE, opts, &pool));
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_uint_eq(st.coherence, MKV_NONCOHERENT);
+	ck_assert_int_eq(tu_check(pool, "nc", 2, 7), 0);
+	mkv_pool_close(&pool);
+	TU_OK(mkv_pool_open(path, MKV_RDONLY, NULL, &pool));
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_uint_eq(st.coherence, MKV_NONCOHERENT);
+	mkv_pool_close(&pool);
+	mkv_opts_delete(&opts);
+
+	set_u32(offsetof(struct mkv_super, coherence), 0, 1);
+	open_fails(0, MKV_E_CORRUPT);
+	set_u32(offsetof(struct mkv_super, coherence), 3, 1);
+	open_fails(MKV_RDONLY, MKV_E_CORRUPT);
+	set_u32(offsetof(struct mkv_super, coherence), MKV_COHERENT, 1);
+	TU_OK(tu_pool_open(tu_dir, 0, &pool));
+	TU_OK(mkv_pool_stat(pool, &st));
+	ck_assert_uint_eq(st.coherence, MKV_COHERENT);
+	ck_assert_int_eq(tu_check(pool, "nc", 2, 7), 0);
+	mkv_pool_close(&pool);
+	free(path);
+}
+END_TEST
+
 START_TEST(test_damaged_super_is_corrupt)
 {
 	static const size_t offs[] = {
@@ -577,6 +641,7 @@ START_TEST(test_damaged_super_is_corrupt)
 		offsetof(struct mkv_super, data_size) + 2,
 		offsetof(struct mkv_super, slots_off),
 		offsetof(struct mkv_super, max_clients),
+		offsetof(struct mkv_super, coherence),
 		offsetof(struct mkv_super, ctime) + 5,
 		offsetof(struct mkv_super, csum) + 7,
 	};
@@ -843,6 +908,7 @@ pool_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_create_makes_three_preallocated_files);
 	tcase_add_test(tc, test_backing_names);
+	tcase_add_test(tc, test_coherence_is_stored_and_obeyed);
 	tcase_add_test(tc, test_reopen_keeps_every_key);
 	tcase_add_test(tc, test_open_missing_is_noent);
 	tcase_add_test(tc, test_open_bad_flags_is_inval);

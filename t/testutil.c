@@ -94,6 +94,15 @@ tu_pool_path(const char *dir)
 	return path_in(dir, "pool");
 }
 
+/* The memory model of the pools the tests create: $TU_COHERENCE, "noncoherent" or not. */
+enum mkv_coherence
+tu_coherence(void)
+{
+	const char *c = getenv("TU_COHERENCE");
+
+	return c && strcmp(c, "noncoherent") == 0 ? MKV_NONCOHERENT : MKV_COHERENT;
+}
+
 int
 tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool)
 {
@@ -116,7 +125,8 @@ tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_po
 	    (o->client_timeout_ms &&
 	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
 	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
-	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0)) {
+	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0) ||
+	    (rc = mkv_opts_set_coherence(opts, tu_coherence())) < 0) {
 		mkv_opts_delete(&opts);
 		return rc;
 	}

@@ -59,6 +59,8 @@ struct tu_opts {
 	const char *node;  /* NULL: $MARUKV_NODE, else the host name */
 	const char *host;  /* a kernel to claim (MARUKV_BOOT_ID): another host, emulated */
 };
+/** MKV_NONCOHERENT when $TU_COHERENCE is "noncoherent" (make check-noncoherent), else MKV_COHERENT. */
+enum mkv_coherence tu_coherence(void);
 /** mkv_pool_open() of the pool at @p path with these options (NULL: no options at all). */
 int tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool);
 /** Create (MKV_CREATE) the pool <dir>/pool with these parameters. */

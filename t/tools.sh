@@ -343,7 +343,7 @@ pages_quarantined pages_granted entries bytes_stored registry_size registry_used
 clients max_clients lease_generation lease_holder_pid lease_period_ms \
 lease_heartbeat_age_ms requests_pending lease_holder_node backing dax_device dax_align \
 hits misses evictions client_timeout_ms low_watermark high_watermark client_list \
-max_nodes nodes mode gid "
+max_nodes nodes mode gid coherence "
 check "stat --json has the documented keys, in order" test "$keys" = "$expected"
 [ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/stat.json" "$tmp/stat.err"; }
 check "stat --json is one object" test "$(sed -n '1p;$p' "$tmp/stat.json" | tr -d '\n')" = "{}"
@@ -393,6 +393,9 @@ check "stat (human) prints raw sizes" test "$(field "$tmp/stat.txt" 'page size')
 "$stat" -h "$pool" >"$tmp/stath.txt" 2>&1
 check "stat -h prints KiB" test "$(field "$tmp/stath.txt" 'page size')" = "64.0 KiB"
 check "stat (human) prints the backing" test -n "$(field "$tmp/stat.txt" backing)"
+check "stat (human) prints the coherence" test "$(field "$tmp/stat.txt" coherence)" = coherent
+check "stat --json coherence of a default pool is \"coherent\"" \
+	test "$(json_val "$tmp/stat.json" coherence)" = '"coherent"'
 check "stat (human) prints the hits" test -n "$(field "$tmp/stat.txt" hits)"
 # The node table and the permissions: integers in JSON, the mode in octal in
 # the text; what the values must be once the library fills them in.

@@ -184,6 +184,7 @@ static void print_human(const struct report *r, int human)
 		print_label(r->f[i].label, field_text(&r->f[i], s, buf, sizeof(buf)));
 	print_label("lease holder node", *st->lease_holder_node ? st->lease_holder_node : "-");
 	print_label("backing", mkv_backing_name(st->backing));
+	print_label("coherence", mkv_coherence_name(st->coherence));
 	for (size_t i = 0; i < r->nmore; i++) {
 		/* The device's name and alignment mean something for devdax only. */
 		if (i == 0 && st->backing != MKV_BACKING_DEVDAX)
@@ -221,6 +222,8 @@ static void print_json(const struct report *r)
 	for (size_t i = 0; i < r->nlast; i++)
 		printf(",\n  \"%s\": %s", r->last[i].json,
 			field_text(&r->last[i], S_JSON, buf, sizeof(buf)));
+	fputs(",\n  \"coherence\": ", stdout);
+	json_string(stdout, mkv_coherence_name(st->coherence));
 	fputs("\n}\n", stdout);
 }
 
