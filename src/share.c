@@ -83,26 +83,33 @@ lines(const void *addr, size_t len)
 	lines_done();
 }
 
-void
-mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site)
+/*
+ * CLFLUSH both writes a dirty line back and drops it: one instruction for
+ * both directions; an emulator is told which one is meant.
+ */
+static void
+maintain(const struct mkv_pool *p, const void *addr, size_t len, const char *site, bool inval)
 {
 	if (!p->noncoherent || len == 0)
 		return;
-	if (p->cache_hooks)
+	if (!p->cache_hooks)
+		lines(addr, len);
+	else if (inval)
 		p->cache_hooks->inval(addr, len, site);
 	else
-		lines(addr, len);
+		p->cache_hooks->flush(addr, len, site);
+}
+
+void
+mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site)
+{
+	maintain(p, addr, len, site, true);
 }
 
 void
 mkv_share_wb_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site)
 {
-	if (!p->noncoherent || len == 0)
-		return;
-	if (p->cache_hooks)
-		p->cache_hooks->flush(addr, len, site);
-	else
-		lines(addr, len);
+	maintain(p, addr, len, site, false);
 }
 
 /* The mapping addr lies in: super's, or the data arena's. */
