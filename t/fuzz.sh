@@ -40,8 +40,14 @@ FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 # build as in the library: -DMARUKV_BUILDING, config.h from the build
 # tree, src/ and include/ on the include path; their pkg-config flags
 # come through FUZZ_CFLAGS.  The pool_* targets build the whole library in
-# (t/fuzz/fuzz_pool.h): $lib below, the library's sources and what it links.
-lib='src/error.c src/log.c src/clock.c src/hash.c src/valid.c src/file.c src/lock.c src/persist.c src/opts.c src/create.c src/pool.c src/dax.c src/registry.c src/regtxn.c src/regtable.c src/regcheck.c src/client.c src/lease.c src/ring.c src/epoch.c src/pages.c src/grants.c src/handout.c src/batch.c src/commit.c src/evict.c src/recover.c src/holder.c src/publish.c src/get.c src/admin.c src/verify.c -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread'
+# (t/fuzz/fuzz_pool.h): $lib below, the library's sources (FUZZ_LIB_SOURCES,
+# from Makefile.am's list) and what it links.
+FUZZ_LIB_SOURCES=${FUZZ_LIB_SOURCES:-}
+if [ -z "$FUZZ_LIB_SOURCES" ]; then
+	echo "fuzz: FUZZ_LIB_SOURCES is empty: run it as make fuzz" >&2
+	exit 99
+fi
+lib="$FUZZ_LIB_SOURCES -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread"
 targets="
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
