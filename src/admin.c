@@ -48,7 +48,8 @@ lease_stat(const struct mkv_pool *p, struct mkv_stat *st)
 	st->lease_holder_slot = __atomic_load_n(&l->holder_slot, __ATOMIC_SEQ_CST);
 	st->lease_holder_node_idx = node - 1;
 	memcpy(st->lease_holder_node, p->nodes[node - 1].name, MKV_NODE_NAME_MAX);
-	st->lease_heartbeat_age_ms = mkv_clock_age_ms(__atomic_load_n(&l->beat_wall_ns, __ATOMIC_SEQ_CST));
+	st->lease_heartbeat_age_ms =
+		mkv_clock_age_ms(__atomic_load_n(&p->nodes[node - 1].lease_beat_wall_ns, __ATOMIC_SEQ_CST));
 }
 
 /* What the registry says: entries, bytes, evictions, watermarks, its use of its file. */

@@ -36,9 +36,12 @@ mkv_holder_take(struct mkv_pool *p)
 
 	if (rc || had)
 		return rc;
-	rc = mkv_recover(p);
+	if (!(rc = mkv_lease_writers_wait(p)) && !(rc = mkv_lease_write_begin(p))) {
+		rc = mkv_recover(p);
+		mkv_lease_write_end(p);
+	}
 	if (rc) {
-		/* superseded, or a stopped holder is inside a write: someone may try again later */
+		/* superseded, or an older holder is inside a write: someone may try again later */
 		mkv_lease_drop(p);
 		return rc == MKV_E_FENCED || rc == MKV_E_TIMEDOUT ? -EAGAIN : rc;
 	}
@@ -90,19 +93,43 @@ service_round(struct mkv_pool *p, struct mkv_req *reqs)
 	if (h->holding && now - h->last_renew_ns >= p->lease_period_ns / 4 &&
 	    mkv_lease_beat(p) != 0)
 		mkv_lease_drop(p);
-	if (h->holding && now - h->last_reap_ns >= p->lease_period_ns) {
+	if (!h->holding)
+		return 0;
+	if (mkv_lease_write_begin(p)) {
+		mkv_lease_drop(p);
+		return 0;
+	}
+	if (now - h->last_reap_ns >= p->lease_period_ns) {
 		mkv_recover_reap(p, false, &rep);
 		h->last_reap_ns = now;
 	}
-	if (!h->holding)
-		return 0;
 	rc = (n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH)) ? mkv_commit(p, reqs, n) : 0;
 	/* MKV_E_TIMEDOUT: nothing applied; they stay pending until we can write */
 	if (rc == MKV_E_FENCED)
 		mkv_lease_drop(p);
 	else if (n && rc != MKV_E_TIMEDOUT)
 		mkv_rq_post(p, reqs, n);
+	mkv_lease_write_end(p);
 	return n;
+}
+
+/*
+ * The holder's sleep on its doorbell, at most cap ns.  In a non-coherent
+ * pool it is cut into polling slices, between which the other nodes'
+ * doorbells are looked at: no futex reaches across hosts.
+ */
+static void
+bell_wait(struct mkv_pool *p, uint32_t bell, uint64_t cap)
+{
+	uint64_t end = mkv_clock_now() + cap, slice = mkv_rq_poll_next(p, 0), now;
+
+	while ((now = mkv_clock_now()) < end) {
+		mkv_rq_futex_wait(mkv_rq_doorbell(p), bell, slice < end - now ? slice : end - now);
+		if (!p->noncoherent || __atomic_load_n(mkv_rq_doorbell(p), __ATOMIC_ACQUIRE) != bell ||
+		    mkv_rq_rung(p, p->h.bells))
+			return;
+		slice = mkv_rq_poll_next(p, slice);
+	}
 }
 
 /*
@@ -119,7 +146,7 @@ service_sleep(struct mkv_pool *p, uint32_t bell)
 
 	if (h->holding) {
 		pthread_mutex_unlock(&h->lock);
-		mkv_rq_futex_wait(&p->state->doorbell, bell, quarter < beat ? quarter : beat);
+		bell_wait(p, bell, quarter < beat ? quarter : beat);
 		pthread_mutex_lock(&h->lock);
 		return;
 	}
@@ -153,8 +180,9 @@ service_main(void *arg)
 	h->thread_started = true;
 	pthread_cond_broadcast(&h->wake);
 	reqs = h->batch = calloc(MKV_MAX_BATCH, sizeof(*reqs));
-	while (reqs && !stop) {
-		uint32_t bell = __atomic_load_n(&p->state->doorbell, __ATOMIC_ACQUIRE);
+	h->bells = calloc(p->sb->max_nodes, sizeof(*h->bells));
+	while (reqs && h->bells && !stop) {
+		uint32_t bell = __atomic_load_n(mkv_rq_doorbell(p), __ATOMIC_ACQUIRE);
 		unsigned n;
 
 		stop = h->stopping;
@@ -164,7 +192,9 @@ service_main(void *arg)
 		service_sleep(p, bell);
 	}
 	free(reqs);
+	free(h->bells);
 	h->batch = NULL;
+	h->bells = NULL;
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
 }
@@ -222,7 +252,13 @@ commit_here(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 	if (!p->h.holding && mkv_lease_free(p))
 		mkv_holder_take(p);
 	if (p->h.holding) {
-		done = mkv_commit(p, reqs, n) != MKV_E_FENCED;
+		int rc = mkv_lease_write_begin(p);
+
+		if (!rc) {
+			rc = mkv_commit(p, reqs, n);
+			mkv_lease_write_end(p);
+		}
+		done = rc != MKV_E_FENCED;
 		if (!done)
 			mkv_lease_drop(p);
 	}

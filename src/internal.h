@@ -101,6 +101,7 @@ struct mkv_holder {
 	pthread_t thread;
 	pthread_cond_t wake;      /* wakes the service thread when it does not hold */
 	struct mkv_req *batch;    /* the thread's requests; here, so a forked child reaches it */
+	uint32_t *bells;          /* the thread's: other nodes' doorbells as last seen (ring.c) */
 	uint64_t last_beat_ns;    /* our client heartbeat */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
 	/* the holder's view of the page table, kept by mkv_pages_move() */
@@ -388,6 +389,9 @@ static inline uint64_t mkv_lease_holder_id(const struct mkv_pool *p)
 bool mkv_lease_expired(struct mkv_pool *p);
 void mkv_lease_release(struct mkv_pool *p);
 bool mkv_lease_valid(struct mkv_pool *p);
+int mkv_lease_write_begin(struct mkv_pool *p);
+void mkv_lease_write_end(struct mkv_pool *p);
+int mkv_lease_writers_wait(struct mkv_pool *p);
 int mkv_lease_beat(struct mkv_pool *p);
 void mkv_lease_drop(struct mkv_pool *p);
 
@@ -398,7 +402,10 @@ int mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsig
 		uint32_t *seq, uint64_t timeout_ns);
 int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
 		uint64_t timeout_ns, bool keep);
+uint32_t *mkv_rq_doorbell(const struct mkv_pool *p);
 void mkv_rq_ring(struct mkv_pool *p);
+bool mkv_rq_rung(const struct mkv_pool *p, uint32_t *seen);
+uint64_t mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice);
 unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);

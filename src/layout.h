@@ -36,7 +36,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 7U
+#define MKV_FORMAT_VERSION 8U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -83,17 +83,16 @@ static_assert(offsetof(struct mkv_super, csum) == 160, "csum is last");
 
 /*
  * The lease record.  Changed only inside the bakery's critical section
- * (acquire, release), except the heartbeat, which the holder advances.
+ * (acquire, release).  The holder's heartbeat is in its node's entry, so
+ * that no line of the record is written by anyone else.
  */
 struct mkv_lease {
 	uint64_t generation;   /* fencing token: +1 on every acquisition */
-	uint64_t heartbeat;    /* counter the holder advances every period/4 */
-	uint64_t beat_wall_ns; /* holder's CLOCK_REALTIME at that beat (display) */
 	uint32_t holder_node;  /* node index + 1; 0: nobody holds the lease */
 	uint32_t holder_slot;
 	uint32_t holder_pid;
 	uint32_t reserved0;
-	uint64_t reserved[3];
+	uint64_t reserved[5];
 };
 static_assert(sizeof(struct mkv_lease) == MKV_CACHELINE, "one cacheline");
 
@@ -105,15 +104,20 @@ struct mkv_state {
 	uint64_t tick_pages;   /* pages evicted since the tick last advanced (holder) */
 	uint64_t reserved0[4];
 	struct mkv_lease lease;
-	uint32_t doorbell;     /* clients bump it and wake the holder (futex) */
+	uint32_t doorbell;     /* coherent pools: clients bump it and wake the holder (futex) */
 	uint32_t reserved1[15];
 };
 static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines");
 
 /*
- * A node's entry: written only by the node's representative (the process
- * holding the node-local lock), read by every node.  choosing and number
- * are the node's variables in Lamport's bakery; beat shows it is alive.
+ * A node's entry, read by every node.  The first line is written by the
+ * node's representative (the process holding the node-local lock), and
+ * cleared by another node once every client of this one is dead: choosing
+ * and number are the node's variables in Lamport's bakery, beat shows it
+ * is alive.  The second line is written by the node's own processes only
+ * (one host: they share their caches): its lease holder's heartbeat and
+ * the window in which it writes the registry and the page table, and the
+ * doorbell its clients ring in a non-coherent pool.
  */
 struct mkv_node {
 	char name[32];         /* NUL-terminated; "" for a free entry */
@@ -121,8 +125,16 @@ struct mkv_node {
 	uint64_t choosing;
 	uint64_t number;
 	uint64_t beat;
-	uint64_t reserved[8];
+	/* second line: this node's processes */
+	uint64_t lease_beat;   /* counter the holder advances every period/4 */
+	uint64_t lease_beat_wall_ns;  /* its CLOCK_REALTIME at that beat (display) */
+	uint64_t write_gen;    /* generation of a holder inside a write window; 0 none */
+	uint64_t write_owner;  /* that holder's slot owner word */
+	uint32_t write_slot;   /* and slot */
+	uint32_t doorbell;     /* non-coherent pools: this node's clients ring it (ring.c) */
+	uint64_t reserved[3];
 };
+static_assert(offsetof(struct mkv_node, lease_beat) == MKV_CACHELINE, "the holder's line");
 static_assert(sizeof(struct mkv_node) == 2 * MKV_CACHELINE, "two cachelines");
 
 /*

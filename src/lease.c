@@ -320,10 +320,23 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 
 	mkv_share_inval(p, l, sizeof(*l));
 	v->generation = PEEK(l->generation);
-	v->heartbeat = PEEK(l->heartbeat);
 	v->node = PEEK(l->holder_node);
 	v->slot = PEEK(l->holder_slot);
 	v->pid = PEEK(l->holder_pid);
+	/* the heartbeat is in the holder's node entry */
+	v->heartbeat = v->node && v->node <= p->sb->max_nodes ?
+		LOAD(p->nodes[v->node - 1].lease_beat) : 0;
+}
+
+/* Advance the heartbeat in our node's entry: only our node writes that line. */
+static void
+lease_beat_store(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+
+	STORE(me->lease_beat, PEEK(me->lease_beat) + 1);
+	STORE(me->lease_beat_wall_ns, mkv_clock_wall());
+	mkv_share_persist(p, &me->lease_beat, 2 * sizeof(uint64_t));
 }
 
 /*
@@ -390,6 +403,91 @@ mkv_lease_valid(struct mkv_pool *p)
 		v.slot == p->slot && v.pid == p->pid;
 }
 
+/*
+ * The write window.  Between hosts nothing serialises two holders'
+ * writes: LMDB's write mutex and flock() of super are each host's own.  So
+ * a holder writes the registry and the page table only inside a window it
+ * announces in its node's entry first: it stores its generation there,
+ * writes the line back, and only then reads the lease record; a new holder
+ * writes the record first, writes it back, and only then reads every
+ * node's announcement (mkv_lease_writers_wait()).  A write-back completes
+ * before the load after it, so of two such holders at least one sees the
+ * other (Dekker's pattern): the old one finds itself superseded and writes
+ * nothing, or the new one waits until the old one's window has closed.
+ * MKV_E_FENCED: superseded, the window is closed again.
+ */
+int
+mkv_lease_write_begin(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+
+	STORE(me->write_slot, p->slot);
+	STORE(me->write_owner, mkv_client_owner(p));
+	STORE(me->write_gen, p->h.generation);
+	mkv_share_wb(p, &me->write_gen, 3 * sizeof(uint64_t));
+	mkv_full_fence();
+	if (mkv_lease_valid(p))
+		return 0;
+	mkv_lease_write_end(p);
+	return MKV_E_FENCED;
+}
+
+void
+mkv_lease_write_end(struct mkv_pool *p)
+{
+	struct mkv_node *me = &p->nodes[p->node_idx];
+
+	STORE(me->write_gen, 0);
+	mkv_share_wb(p, &me->write_gen, sizeof(me->write_gen));
+}
+
+/*
+ * Whether node j announces a write window of a holder older than us, on
+ * another kernel, that may still be writing: not if it lost its slot or is
+ * dead by its client heartbeat (after the client timeout: see CLIENTS in
+ * marukv(7)).  A holder on our own kernel is fenced exactly without the
+ * window: it writes the registry under flock() of super and LMDB's write
+ * mutex, which this host shares, after checking its token there, and the
+ * page table by compare-and-swap, which is exact here.
+ */
+static bool
+older_writer(struct mkv_pool *p, uint32_t j)
+{
+	struct mkv_node *n = &p->nodes[j];
+	uint64_t gen, owner;
+	uint32_t slot;
+
+	mkv_share_inval(p, &n->lease_beat, MKV_CACHELINE);
+	gen = PEEK(n->write_gen);
+	owner = PEEK(n->write_owner);
+	slot = PEEK(n->write_slot);
+	return gen != 0 && gen < p->h.generation && slot < p->sb->max_clients &&
+		LOAD(p->slots[slot].owner) == owner && !mkv_client_local(p, slot, owner) &&
+		!mkv_client_dead(p, slot, owner);
+}
+
+/*
+ * A new holder, after writing the lease record and before its first
+ * write: wait until no node announces an older holder's write window, a
+ * quarter lease period at most (MKV_E_TIMEDOUT: try again later).
+ */
+int
+mkv_lease_writers_wait(struct mkv_pool *p)
+{
+	uint64_t deadline = mkv_clock_now() + p->lease_period_ns / 4;
+
+	mkv_full_fence();
+	for (uint32_t j = 0; j < p->sb->max_nodes; j++)
+		while (older_writer(p, j)) {
+			if (mkv_clock_now() >= deadline)
+				return mkv_err(MKV_E_TIMEDOUT,
+						"pool %s: a lease holder older than generation %llu is still writing (stopped?)",
+						p->path, (unsigned long long)p->h.generation);
+			nap();
+		}
+	return 0;
+}
+
 /* Stop holding, without touching the lease record (it is not ours to clear). */
 void
 mkv_lease_drop(struct mkv_pool *p)
@@ -407,14 +505,9 @@ mkv_lease_drop(struct mkv_pool *p)
 int
 mkv_lease_beat(struct mkv_pool *p)
 {
-	struct mkv_lease *l = &p->state->lease;
-
 	if (!mkv_lease_valid(p))
 		return MKV_E_FENCED;
-	/* mkv_lease_valid() has just read the record */
-	STORE(l->heartbeat, PEEK(l->heartbeat) + 1);
-	STORE(l->beat_wall_ns, mkv_clock_wall());
-	mkv_share_persist(p, l, sizeof(*l));
+	lease_beat_store(p);
 	beat_node(p);
 	p->h.last_renew_ns = mkv_clock_now();
 	return 0;
@@ -485,9 +578,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_slot, p->slot);
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
-		STORE(l->heartbeat, now.heartbeat + 1);
-		STORE(l->beat_wall_ns, mkv_clock_wall());
 		mkv_share_persist(p, l, sizeof(*l));
+		lease_beat_store(p);
 	}
 	bakery_exit(p);
 	node_unlock(p);

@@ -422,6 +422,7 @@ handle_free(struct mkv_pool *p)
 		free(p->views.v);
 		free(p->rq.kept);
 		free(p->h.batch);
+		free(p->h.bells);
 	} else {
 		mkv_lease_fini(p);
 		mkv_epoch_fini(&p->epochs);

@@ -211,7 +211,7 @@ meta_read(const struct mkv_regcheck *c, unsigned i, uint64_t psize, struct meta 
 	db_parse(&m->db[0], b + PAGE_HDR + 24);
 	db_parse(&m->db[1], b + PAGE_HDR + 24 + DB_REC);
 	m->last_pg = get64(b, PAGE_HDR + 120);
-	m->txnid = get64(b, PAGE_HDR + 128);
+	m->txnid = get64(b, MKV_REG_META_TXNID);
 	return 0;
 }
 

@@ -194,6 +194,41 @@ lock_file(struct mkv_pool *p)
 	return 0;
 }
 
+/*
+ * Non-coherent pools: LMDB's lock file is each host's own, and a read txn
+ * takes its snapshot from the last txn id in it, which only commits made
+ * on this host advance.  Map it, to advance it from the metas before each
+ * read txn (mkv_reg_fresh_metas()), after checking that it is laid out as
+ * this library knows: LMDB's magic, and the id where we look for it.
+ */
+static int
+lock_txnid_map(struct mkv_pool *p)
+{
+	MDB_envinfo before, after;
+	const uint32_t *head;
+	uint64_t id;
+	int fd = openat(p->dirfd, MKV_FILE_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	void *map;
+
+	if (fd < 0)
+		return mkv_err(-errno, "pool %s: registry.mdb-lock: %m", p->path);
+	map = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return mkv_err(-errno, "pool %s: cannot map registry.mdb-lock: %m", p->path);
+	p->reg->lock_map = map;
+	head = map;
+	mdb_env_info(p->reg->env, &before);
+	id = __atomic_load_n((uint64_t *)((char *)map + MKV_REG_LOCK_TXNID), __ATOMIC_ACQUIRE);
+	mdb_env_info(p->reg->env, &after);
+	if (head[0] != MKV_REG_LOCK_MAGIC || id < before.me_last_txnid || id > after.me_last_txnid)
+		return mkv_err(MKV_E_INTERNAL,
+				"pool %s: registry.mdb-lock is not laid out as this library knows (LMDB 0.9 on x86-64): a non-coherent pool cannot be read with this LMDB",
+				p->path);
+	p->reg->lock_txnid = (uint64_t *)((char *)map + MKV_REG_LOCK_TXNID);
+	return 0;
+}
+
 /* LMDB's meta pages, checked before mdb_env_open() trusts them. */
 static int
 metas_check(struct mkv_pool *p, const struct mkv_super *sb)
@@ -398,7 +433,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	p->reg->cap = RTXN_CACHE;
 	rc = env_new(p, sb, (p->flags & MKV_RDONLY) ? MDB_RDONLY : 0, &file);
 	free(file);
-	if (rc)
+	if (rc || (p->reg->shadow && (rc = lock_txnid_map(p))))
 		return rc;
 	/* Readers killed inside a txn pin old registry pages: clear them. */
 	if ((stale = mkv_reg_reader_check(p)) > 0)
@@ -423,6 +458,8 @@ mkv_reg_close(struct mkv_pool *p)
 		mdb_env_close(p->reg->env);
 	if (p->reg->shadow)
 		munmap((void *)p->reg->shadow, p->reg->shadow_size);
+	if (p->reg->lock_map)
+		munmap(p->reg->lock_map, (size_t)sysconf(_SC_PAGESIZE));
 	free(p->reg);
 	p->reg = NULL;
 }

@@ -30,6 +30,9 @@ struct mkv_registry {
 	const char *shadow;
 	size_t shadow_size;
 	uint64_t fresh_txn;
+	/* and this host's LMDB lock file, where we advance the last txn id */
+	void *lock_map;
+	uint64_t *lock_txnid;
 };
 
 /*
@@ -47,6 +50,15 @@ static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
 
 /* The part of a meta page LMDB 0.9 reads (MDB_metabuf): page header, MDB_meta. */
 #define MKV_REG_META_BYTES (16U + 136U)
+/* Where a meta page holds its txn id (MDB_meta's last field). */
+#define MKV_REG_META_TXNID (16U + 128U)
+/*
+ * LMDB 0.9's lock file on x86-64 with glibc (MDB_txbody): magic, format,
+ * the readers' mutex, then the last committed txn id, which a read txn
+ * takes as its snapshot.  Checked when a non-coherent pool opens.
+ */
+#define MKV_REG_LOCK_MAGIC 0xBEEFC0DEU
+#define MKV_REG_LOCK_TXNID 48U
 
 /* regtxn.c */
 int mkv_reg_err(int rc, const char *what);

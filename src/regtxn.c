@@ -120,13 +120,34 @@ mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
  * (p->reg->shadow): lines are cached by physical address, so dropping them
  * there drops them under LMDB's map too.
  */
+static uint64_t
+meta_txnid(const struct mkv_pool *p, unsigned i)
+{
+	return __atomic_load_n((const uint64_t *)(p->reg->shadow + i * p->reg->psize +
+			MKV_REG_META_TXNID), __ATOMIC_ACQUIRE);
+}
+
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
+	uint64_t newest, seen;
+
 	if (!p->reg->shadow)
 		return;
 	mkv_share_inval(p, p->reg->shadow, MKV_REG_META_BYTES);
 	mkv_share_inval(p, p->reg->shadow + p->reg->psize, MKV_REG_META_BYTES);
+	/*
+	 * The newest meta's txn id into this host's lock file, where the next
+	 * read txn takes it from: never backwards (a writer on this host may
+	 * have put a newer one there since).
+	 */
+	if (!p->reg->lock_txnid)
+		return;  /* opening: LMDB reads the metas itself */
+	newest = meta_txnid(p, 0) > meta_txnid(p, 1) ? meta_txnid(p, 0) : meta_txnid(p, 1);
+	seen = __atomic_load_n(p->reg->lock_txnid, __ATOMIC_ACQUIRE);
+	while (seen < newest && !__atomic_compare_exchange_n(p->reg->lock_txnid, &seen, newest,
+			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
 }
 
 void

@@ -27,6 +27,23 @@
 /* How long a waiting client sleeps before it looks at the lease again. */
 #define WAIT_SLICE_NS (20 * 1000 * 1000ULL)
 
+/*
+ * Non-coherent pools: no futex wakes a process of another host, so a
+ * waiter polls, from this slice doubling to the next while nothing comes.
+ */
+#define POLL_MIN_NS (20 * 1000ULL)
+#define POLL_MAX_NS (1000 * 1000ULL)
+
+uint64_t
+mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice)
+{
+	if (!p->noncoherent)
+		return WAIT_SLICE_NS;
+	if (slice < POLL_MIN_NS)
+		return POLL_MIN_NS;
+	return slice >= POLL_MAX_NS / 2 ? POLL_MAX_NS : 2 * slice;
+}
+
 int
 mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 {
@@ -116,6 +133,7 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 {
 	struct mkv_rq *e = entry(p, p->slot, idx);
 	uint32_t *completed = &p->slots[p->slot].completed;
+	uint64_t slice = mkv_rq_poll_next(p, 0), waited = 0;
 
 	for (;;) {
 		uint32_t c = mkv_share_load(p, completed);
@@ -133,9 +151,15 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 		}
 		if (mkv_clock_now() >= deadline)
 			return false;
-		mkv_rq_futex_wait(completed, c, WAIT_SLICE_NS);
+		mkv_rq_futex_wait(completed, c, slice);
 		if (answered(p, e, seq))
 			continue;
+		/* the lease is looked at every WAIT_SLICE_NS, however the wait is sliced */
+		waited += slice;
+		slice = mkv_rq_poll_next(p, slice);
+		if (waited < WAIT_SLICE_NS)
+			continue;
+		waited = 0;
 		p->rq.idle(p);
 	}
 }
@@ -222,11 +246,50 @@ entry_put(struct mkv_pool *p, unsigned idx)
 	pthread_mutex_unlock(&p->rq.lock);
 }
 
+/*
+ * The doorbell this handle rings and, as the holder, sleeps on: the
+ * pool's; in a non-coherent pool its node's, since a futex wakes only the
+ * processes of the waker's host, and a line must be written by one host
+ * only.  The holder looks at the other nodes' between its sleeps
+ * (mkv_rq_rung()).
+ */
+uint32_t *
+mkv_rq_doorbell(const struct mkv_pool *p)
+{
+	if (p->noncoherent && p->node_idx != UINT32_MAX)
+		return &p->nodes[p->node_idx].doorbell;
+	return &p->state->doorbell;
+}
+
 void
 mkv_rq_ring(struct mkv_pool *p)
 {
-	__atomic_add_fetch(&p->state->doorbell, 1, __ATOMIC_SEQ_CST);
-	mkv_rq_futex_wake(&p->state->doorbell);
+	uint32_t *bell = mkv_rq_doorbell(p);
+
+	__atomic_add_fetch(bell, 1, __ATOMIC_SEQ_CST);
+	mkv_share_wb(p, bell, sizeof(*bell));
+	mkv_rq_futex_wake(bell);
+}
+
+/*
+ * Non-coherent pools: whether another node's doorbell rang since the last
+ * look; seen holds the values last seen, one per node.
+ */
+bool
+mkv_rq_rung(const struct mkv_pool *p, uint32_t *seen)
+{
+	bool rung = false;
+
+	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
+		uint32_t b;
+
+		if (j == p->node_idx)
+			continue;
+		b = mkv_share_load(p, &p->nodes[j].doorbell);
+		rung |= b != seen[j];
+		seen[j] = b;
+	}
+	return rung;
 }
 
 /*
