@@ -1043,16 +1043,22 @@ tu_taken_by(const struct tu_taken *t, size_t n, long pid)
 /* ---- fault injection ---- */
 
 const char *
-tu_injector(void)
+tu_preload(const char *env, const char *built)
 {
 	static char path[PATH_MAX];
-	const char *p = getenv("MKV_FAULTINJECT");
+	const char *p = getenv(env);
 
 	if (p == NULL || *p == '\0')
-		p = "t/.libs/faultinject.so";
+		p = built;
 	if (realpath(p, path) == NULL)
 		return NULL;
 	return path;
+}
+
+const char *
+tu_injector(void)
+{
+	return tu_preload("MKV_FAULTINJECT", "t/.libs/faultinject.so");
 }
 
 int

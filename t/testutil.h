@@ -290,7 +290,7 @@ size_t tu_log_taken(const char *path, struct tu_taken **out, size_t *bad);
 /** The first acquisition by @p pid, or NULL. */
 const struct tu_taken *tu_taken_by(const struct tu_taken *t, size_t n, long pid);
 
-/* ---- fault injection (t/faultinject.c) ---- */
+/* ---- preloaded objects: fault injection (t/faultinject.c), hosts (t/hostemu.c) ---- */
 
 /* A sanitizer interposes malloc itself: no injection under one. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -304,8 +304,11 @@ const struct tu_taken *tu_taken_by(const struct tu_taken *t, size_t n, long pid)
 #define TU_SANITIZED 0
 #endif
 
-/** The interposer, $MKV_FAULTINJECT or t/.libs/faultinject.so (from the
- * build tree's top), as an absolute path; NULL if there is none. */
+/** An LD_PRELOAD object of the build, $@p env or else @p built (a path
+ * from the build tree's top), as an absolute path in a static buffer;
+ * NULL if there is none. */
+const char *tu_preload(const char *env, const char *built);
+/** The interposer, tu_preload("MKV_FAULTINJECT", "t/.libs/faultinject.so"). */
 const char *tu_injector(void);
 /**
  * Run this program again (argv) under the interposer @p so, with

@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_hostemu.c -- t/hostemu.so, the emulator of hosts that share memory
+ * without cache coherence, shown to do what t/hostemu.c claims: stores
+ * travel between hosts only through a flush and an invalidation, whole
+ * lines at a time; the processes of one host share its cache; the kernel's
+ * reads and writes, locks and LMDB's lock file are the host's own; a
+ * skipped site does nothing; spontaneous write-backs and drops happen only
+ * when asked for.
+ *
+ * Each test makes a pool directory of plain files (super, data) and runs
+ * emulated hosts: this program again (argv[1] == "--host") under
+ * LD_PRELOAD, with HOSTEMU_HOST naming the host.  A host process maps super
+ * and data and obeys one command a line on its stdin, answering "= value"
+ * or "! what failed" on its stdout (host_do()); the test itself reads the
+ * device, the files, with pread().  The interposer is MKV_HOSTEMU or
+ * t/.libs/hostemu.so (from the build tree's top, where make check runs).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cachehooks.h"
+#include "testutil.h"
+
+#define SUPER_SIZE 4096
+#define DATA_SIZE 8192
+#define SITE_SKIP "t:skipped"
+
+/* ===================================================================== */
+/* The host process                                                      */
+
+/* The pool files a host process has mapped, by the name it used. */
+struct hfile {
+	char name[32];
+	int fd;
+	unsigned char *base;
+	size_t size;
+};
+
+static struct hfile hfiles[8];
+static const struct mkv_cache_hooks *hooks;
+static int hdir = -1;  /* the pool directory */
+static MDB_env *henv;
+
+/* The file mapped as @p name; with @p add, a free entry for it if none. */
+static struct hfile *
+hfile(const char *name, int add)
+{
+	for (size_t i = 0; i < sizeof(hfiles) / sizeof(hfiles[0]); i++)
+		if (strcmp(hfiles[i].name, name) == 0 || (add && hfiles[i].name[0] == '\0')) {
+			snprintf(hfiles[i].name, sizeof(hfiles[i].name), "%s", name);
+			return &hfiles[i];
+		}
+	return NULL;
+}
+
+/* Open and map the pool file @p f whole; 0 or -errno. */
+static long long
+hmap(struct hfile *f)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", getenv("HOSTEMU_POOL"), f->name);
+	if ((f->fd = open(path, O_RDWR | O_CLOEXEC)) < 0 || fstat(f->fd, &st) < 0)
+		return -errno;
+	f->size = (size_t)st.st_size;
+	f->base = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+	return f->base == MAP_FAILED ? -errno : 0;
+}
+
+/* A lock of @p kind on @p f, not waiting: 0 or the errno.  OFD and POSIX
+ * locks take different bytes (they conflict with each other). */
+static long long
+hlock(int fd, const char *kind)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+	int rc;
+
+	if (strcmp(kind, "flock") == 0) {
+		rc = flock(fd, LOCK_EX | LOCK_NB);
+	} else if (strcmp(kind, "ofd") == 0) {
+		rc = fcntl(fd, F_OFD_SETLK, &fl);
+	} else {
+		fl.l_start = 1;
+		rc = fcntl(fd, F_SETLK, &fl);
+	}
+	return rc < 0 ? errno : 0;
+}
+
+/* A child that closes every pool descriptor and ends: what it closes is its
+ * own copy, so the locks of this process must stay.  Its exit status. */
+static long long
+hforkclose(void)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		for (size_t i = 0; i < sizeof(hfiles) / sizeof(hfiles[0]); i++)
+			if (hfiles[i].name[0])
+				close(hfiles[i].fd);
+		close(hdir);
+		_exit(0);
+	}
+	return pid < 0 || waitpid(pid, &st, 0) != pid ? -1 : st;
+}
+
+static long long
+hcount(const char *what)
+{
+	char name[64];
+	unsigned long (*fn)(void);
+
+	snprintf(name, sizeof(name), "hostemu_%s", what);
+	*(void **)&fn = dlsym(RTLD_DEFAULT, name);
+	return fn ? (long long)fn() : -1;
+}
+
+/* Where LMDB mapped the file, found from a key it returns: me_mapaddr is
+ * the address only with MDB_FIXEDMAP. */
+static char *
+hmdb_map(void)
+{
+	unsigned long lo = 0, hi = 0, p = 0;
+	MDB_val k, v;
+	MDB_cursor *c;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	char line[512];
+	FILE *f;
+
+	if (mdb_txn_begin(henv, NULL, MDB_RDONLY, &txn))
+		return NULL;
+	if (mdb_dbi_open(txn, NULL, 0, &dbi) == 0 && mdb_cursor_open(txn, dbi, &c) == 0) {
+		if (mdb_cursor_get(c, &k, &v, MDB_FIRST) == 0)
+			p = (unsigned long)k.mv_data;
+		mdb_cursor_close(c);
+	}
+	mdb_txn_abort(txn);
+	if ((f = fopen("/proc/self/maps", "r")) == NULL)
+		return NULL;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= p && p < hi)
+			break;
+	fclose(f);
+	return lo <= p && p < hi ? (char *)lo : NULL;
+}
+
+/* LMDB on the pool's registry.mdb: open, close, put, get (-1: not found)
+ * and the invalidation a reader on another host needs: the meta pages
+ * first, then every page the fresh meta says is in use. */
+static long long
+hmdb(const char *cmd, long long k, long long v)
+{
+	char path[PATH_MAX], kb[32];
+	MDB_val key = { 0, kb }, val = { sizeof(v), &v };
+	MDB_envinfo info;
+	MDB_stat st;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	int rc;
+
+	key.mv_size = (size_t)snprintf(kb, sizeof(kb), "k%lld", k);
+	if (strcmp(cmd, "mdb-open") == 0) {
+		snprintf(path, sizeof(path), "%s/registry.mdb", getenv("HOSTEMU_POOL"));
+		if ((rc = mdb_env_create(&henv)) || (rc = mdb_env_set_mapsize(henv, 1 << 20)))
+			return rc;
+		return mdb_env_open(henv, path, MDB_NOSUBDIR, 0600);
+	}
+	if (strcmp(cmd, "mdb-close") == 0) {
+		mdb_env_close(henv);
+		return 0;
+	}
+	if (strcmp(cmd, "mdb-inval") == 0) {
+		char *map = hmdb_map();
+
+		if (map == NULL)
+			return -1;
+		mdb_env_stat(henv, &st);
+		hooks->inval(map, 2 * st.ms_psize, "t:meta");
+		mdb_env_info(henv, &info);
+		hooks->inval(map, (info.me_last_pgno + 1) * st.ms_psize, "t:pages");
+		return (long long)info.me_last_pgno;
+	}
+	if (strcmp(cmd, "mdb-put") == 0) {
+		if ((rc = mdb_txn_begin(henv, NULL, 0, &txn)))
+			return rc;
+		if ((rc = mdb_dbi_open(txn, NULL, 0, &dbi)) ||
+		    (rc = mdb_put(txn, dbi, &key, &val, 0))) {
+			mdb_txn_abort(txn);
+			return rc;
+		}
+		return mdb_txn_commit(txn);
+	}
+	if ((rc = mdb_txn_begin(henv, NULL, MDB_RDONLY, &txn)))
+		return rc;
+	if ((rc = mdb_dbi_open(txn, NULL, 0, &dbi)) == 0)
+		rc = mdb_get(txn, dbi, &key, &val);
+	if (rc == 0)
+		memcpy(&v, val.mv_data, sizeof(v));
+	mdb_txn_abort(txn);
+	return rc == MDB_NOTFOUND ? -1 : rc ? rc : v;
+}
+
+/*
+ * One command line; its answer into @p out.  F names a pool file mapped
+ * with "map F" (super and data are from the start), OFF is a byte offset,
+ * V a word:
+ *   map F                          open F and map it whole
+ *   st F OFF V, ld F OFF           store, load
+ *   fl F OFF LEN [SITE], in ...    the hooks' flush, inval
+ *   pw F OFF V, pr F OFF           pwrite, pread
+ *   poll F OFF V MS                load until V is there (1) or MS ms passed (0)
+ *   lock F|dir ofd|posix|flock     lock, not waiting: 0 or the errno
+ *   forkclose                      hforkclose()
+ *   count written_back|refreshed|spontaneous   the emulator's counters
+ *   mdb-open, mdb-close, mdb-put K V, mdb-get K, mdb-inval   hmdb()
+ */
+static void
+host_cmd(char *line, char *out, size_t size)
+{
+	char cmd[16] = "", name[64] = "", word[64] = "";
+	long long a = 0, b = 0, c = 0;
+	struct hfile *f;
+	uint64_t *w;
+
+	sscanf(line, "%15s %63s %lli %lli %lli", cmd, name, &a, &b, &c);
+	sscanf(line, "%*s %*s %*s %*s %63s", word);
+	if (strncmp(cmd, "mdb-", 4) == 0) {
+		snprintf(out, size, "= %lld", hmdb(cmd, strtoll(name, NULL, 0), a));
+		return;
+	}
+	if (strcmp(cmd, "count") == 0) {
+		snprintf(out, size, "= %lld", hcount(name));
+		return;
+	}
+	if (strcmp(cmd, "forkclose") == 0) {
+		snprintf(out, size, "= %lld", hforkclose());
+		return;
+	}
+	if (strcmp(cmd, "lock") == 0) {
+		sscanf(line, "%*s %*s %63s", word);
+		f = hfile(name, 0);
+		snprintf(out, size, "= %lld", hlock(f ? f->fd : hdir, word));
+		return;
+	}
+	if ((f = hfile(name, strcmp(cmd, "map") == 0)) == NULL) {
+		snprintf(out, size, "! %s: no such file", name);
+		return;
+	}
+	if (strcmp(cmd, "map") == 0) {
+		snprintf(out, size, "= %lld", hmap(f));
+		return;
+	}
+	if (f->base == NULL || a < 0 || (size_t)a + sizeof(*w) > f->size) {
+		snprintf(out, size, "! %s: offset %lld outside the mapping", name, a);
+		return;
+	}
+	w = (uint64_t *)(void *)(f->base + a);
+	if (strcmp(cmd, "st") == 0) {
+		__atomic_store_n(w, (uint64_t)b, __ATOMIC_SEQ_CST);
+	} else if (strcmp(cmd, "ld") == 0) {
+		c = (long long)__atomic_load_n(w, __ATOMIC_SEQ_CST);
+	} else if (strcmp(cmd, "fl") == 0 || strcmp(cmd, "in") == 0) {
+		(cmd[0] == 'f' ? hooks->flush : hooks->inval)(w, (size_t)b,
+				word[0] ? word : cmd[0] == 'f' ? "t:flush" : "t:inval");
+	} else if (strcmp(cmd, "pw") == 0) {
+		c = pwrite(f->fd, &b, sizeof(b), a);
+	} else if (strcmp(cmd, "pr") == 0) {
+		c = pread(f->fd, &b, sizeof(b), a) == sizeof(b) ? b : -1;
+	} else if (strcmp(cmd, "poll") == 0) {
+		/* no futex, no syscall: a load the cache answers */
+		double end = tu_now() + (double)c / 1000;
+
+		while (__atomic_load_n(w, __ATOMIC_SEQ_CST) != (uint64_t)b && tu_now() < end)
+			;
+		c = __atomic_load_n(w, __ATOMIC_SEQ_CST) == (uint64_t)b;
+	} else {
+		snprintf(out, size, "! %s: unknown command", cmd);
+		return;
+	}
+	snprintf(out, size, "= %lld", c);
+}
+
+/* argv[1] == "--host": a host's process. */
+static int
+host_main(void)
+{
+	char line[256], out[256];
+	char *pool = getenv("HOSTEMU_POOL");
+
+	*(const void **)&hooks = dlsym(RTLD_DEFAULT, "marukv_cache_hooks");
+	if (hooks == NULL || hooks->version != MKV_CACHE_HOOKS_VERSION || pool == NULL ||
+	    (hdir = open(pool, O_RDONLY | O_DIRECTORY)) < 0 || hmap(hfile("super", 1)) ||
+	    hmap(hfile("data", 1))) {
+		fprintf(stderr, "host %s: no hooks or no pool\n", getenv("HOSTEMU_HOST"));
+		return 1;
+	}
+	printf("= ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		host_cmd(line, out, sizeof(out));
+		printf("%s\n", out);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* ===================================================================== */
+/* The test's side                                                       */
+
+struct host {
+	pid_t pid;
+	FILE *to, *from;
+	char name[16];
+};
+
+static char *pool, *emu;
+
+static void
+hx_setup(void)
+{
+	static const struct { const char *name; size_t size; } files[] = {
+		{ "super", SUPER_SIZE }, { "data", DATA_SIZE },
+	};
+	char path[PATH_MAX];
+	int fd;
+
+	tu_setup();
+	pool = tu_path;
+	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
+	ck_assert_int_eq(mkdir(pool, 0700), 0);
+	ck_assert_int_eq(mkdir(emu, 0700), 0);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", pool, files[i].name);
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ftruncate(fd, (off_t)files[i].size), 0);
+		close(fd);
+	}
+}
+
+static void
+hx_teardown(void)
+{
+	free(emu);
+	emu = NULL;
+	tu_teardown();
+}
+
+/*
+ * Start a process of host @p name; @p env, NULL-terminated "NAME=value"
+ * strings, adds to the environment (NULL: nothing).  It has mapped super
+ * and data when this returns.
+ */
+static void
+host_start(struct host *h, const char *name, const char *const *env)
+{
+	const char *shim = tu_preload("MKV_HOSTEMU", "t/.libs/hostemu.so");
+	int to[2], from[2];
+	char line[64];
+
+	ck_assert_msg(shim != NULL, "no t/.libs/hostemu.so (MKV_HOSTEMU)");
+	ck_assert_int_eq(pipe(to), 0);
+	ck_assert_int_eq(pipe(from), 0);
+	h->pid = tu_fork();
+	ck_assert_int_ge(h->pid, 0);
+	if (h->pid == 0) {
+		char *argv[] = { "check_hostemu", "--host", NULL };
+
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		for (int fd = 3; fd < 64; fd++)
+			close(fd);
+		setenv("LD_PRELOAD", shim, 1);
+		/* a sanitized build: its runtime is not the first library then */
+		setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+		setenv("HOSTEMU_DIR", emu, 1);
+		setenv("HOSTEMU_POOL", pool, 1);
+		setenv("HOSTEMU_HOST", name, 1);
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	h->to = fdopen(to[1], "w");
+	h->from = fdopen(from[0], "r");
+	ck_assert(h->to != NULL && h->from != NULL);
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL && strcmp(line, "= ready\n") == 0,
+			"host %s did not start", name);
+}
+
+static void __attribute__((format(printf, 2, 3)))
+host_send(struct host *h, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(h->to, fmt, ap);
+	va_end(ap);
+	fputc('\n', h->to);
+	ck_assert_int_eq(fflush(h->to), 0);
+}
+
+/* The answer to the command sent last. */
+static long long
+host_recv(struct host *h)
+{
+	char line[256];
+
+	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL, "host %s (pid %d) ended",
+			h->name, (int)h->pid);
+	ck_assert_msg(line[0] == '=', "host %s: %s", h->name, line);
+	return strtoll(line + 2, NULL, 0);
+}
+
+/* One command, answered. */
+#define host_do(h, ...) (host_send((h), __VA_ARGS__), host_recv(h))
+
+/* End the host's process: it must end well. */
+static void
+host_end(struct host *h)
+{
+	fclose(h->to);
+	fclose(h->from);
+	ck_assert_int_eq(tu_reap(h->pid, 10), 0);
+}
+
+/* The device's word at @p off of @p file. */
+static uint64_t
+dev_word(const char *file, off_t off)
+{
+	char path[PATH_MAX];
+	uint64_t v = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pool, file);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &v, sizeof(v), off), sizeof(v));
+	close(fd);
+	return v;
+}
+
+/* The inode number of the pool's @p file: its name in the emulator's state. */
+static ino_t
+dev_ino(const char *file)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", pool, file);
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+static int
+exists_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* ===================================================================== */
+/* 1. From host to host: a flush and an invalidation, both               */
+
+START_TEST(test_store_is_seen_after_flush_and_inval_only)
+{
+	struct host a, b;
+
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", NULL);
+	host_do(&a, "st data 0 0x1111");
+	ck_assert_int_eq(host_do(&a, "ld data 0"), 0x1111);
+	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	ck_assert_int_eq(dev_word("data", 0), 0);
+	/* B's invalidation without A's flush: the device has nothing new */
+	host_do(&b, "in data 0 64");
+	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	/* A's flush without B's invalidation: B keeps its stale line */
+	host_do(&a, "fl data 0 8");
+	ck_assert_int_eq(dev_word("data", 0), 0x1111);
+	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	/* both: B sees it */
+	host_do(&b, "in data 0 8");
+	ck_assert_int_eq(host_do(&b, "ld data 0"), 0x1111);
+	ck_assert_int_ge(host_do(&a, "count written_back"), 1);
+	ck_assert_int_ge(host_do(&b, "count refreshed"), 1);
+	host_end(&a);
+	host_end(&b);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 2. The processes of one host share its cache                          */
+
+START_TEST(test_processes_of_one_host_share_its_cache)
+{
+	char from[PATH_MAX], to[PATH_MAX];
+	struct host a1, a2, b;
+
+	host_start(&a1, "A", NULL);
+	host_start(&a2, "A", NULL);
+	host_start(&b, "B", NULL);
+	host_do(&a1, "st super 8 5");
+	ck_assert_int_eq(host_do(&a2, "ld super 8"), 5);
+	ck_assert_int_eq(dev_word("super", 8), 0);
+	/* a poll on a word, answered by another process of the host */
+	host_send(&a2, "poll super 128 7 5000");
+	host_send(&b, "poll super 128 7 200");
+	host_do(&a1, "st super 128 7");
+	ck_assert_int_eq(host_recv(&a2), 1);
+	ck_assert_int_eq(host_recv(&b), 0);
+	/* the cache is the file's, under any name (marukv renames super.new super) */
+	host_do(&a1, "st data 64 3");
+	snprintf(from, sizeof(from), "%s/data", pool);
+	snprintf(to, sizeof(to), "%s/moved", pool);
+	ck_assert_int_eq(rename(from, to), 0);
+	ck_assert_int_eq(host_do(&a2, "map moved"), 0);
+	ck_assert_int_eq(host_do(&a2, "ld moved 64"), 3);
+	host_end(&a1);
+	host_end(&a2);
+	host_end(&b);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 3. A write-back is a whole line                                       */
+
+START_TEST(test_flush_writes_back_whole_lines)
+{
+	struct host a, b;
+
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", NULL);
+	/* words 0 and 1 of one line: the last line written back wins whole */
+	host_do(&a, "st data 0 1");
+	host_do(&b, "st data 8 2");
+	host_do(&a, "fl data 0 8");
+	host_do(&b, "fl data 8 8");
+	ck_assert_int_eq(dev_word("data", 0), 0);
+	ck_assert_int_eq(dev_word("data", 8), 2);
+	/* words of two lines: both stay */
+	host_do(&a, "st data 128 3");
+	host_do(&b, "st data 192 4");
+	host_do(&a, "fl data 128 8");
+	host_do(&b, "fl data 192 8");
+	ck_assert_int_eq(dev_word("data", 128), 3);
+	ck_assert_int_eq(dev_word("data", 192), 4);
+	host_end(&a);
+	host_end(&b);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 4. The kernel's reads and writes are coherent with one host's cache   */
+
+START_TEST(test_pwrite_and_pread_go_through_the_host_cache)
+{
+	struct host a, b;
+
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", NULL);
+	ck_assert_int_eq(host_do(&a, "pw super 256 9"), 8);
+	ck_assert_int_eq(dev_word("super", 256), 9);
+	ck_assert_int_eq(host_do(&a, "ld super 256"), 9);
+	ck_assert_int_eq(host_do(&b, "ld super 256"), 0);
+	ck_assert_int_eq(host_do(&b, "pr super 256"), 0);
+	/* a store not yet written back is what the host's pread returns */
+	host_do(&a, "st super 320 6");
+	ck_assert_int_eq(host_do(&a, "pr super 320"), 6);
+	host_do(&b, "in super 256 8");
+	ck_assert_int_eq(host_do(&b, "ld super 256"), 9);
+	ck_assert_int_eq(host_do(&b, "pr super 256"), 9);
+	host_end(&a);
+	host_end(&b);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 5. Locks are per host                                                 */
+
+START_TEST(test_locks_are_per_host)
+{
+	static const char *const locks[][2] = {
+		{ "super", "ofd" }, { "super", "posix" }, { "super", "flock" }, { "dir", "flock" },
+	};
+	struct host a1, a2, b;
+	char twin[64];
+
+	host_start(&a1, "A", NULL);
+	host_start(&a2, "A", NULL);
+	host_start(&b, "B", NULL);
+	for (size_t i = 0; i < sizeof(locks) / sizeof(locks[0]); i++) {
+		const char *f = locks[i][0], *kind = locks[i][1];
+
+		ck_assert_int_eq(host_do(&a1, "lock %s %s", f, kind), 0);
+		ck_assert_msg(host_do(&b, "lock %s %s", f, kind) == 0,
+				"%s lock of %s: host B waits for host A", kind, f);
+		ck_assert_msg(host_do(&a2, "lock %s %s", f, kind) != 0,
+				"%s lock of %s: two processes of host A both hold it", kind, f);
+	}
+	/* a child closing its copies of the descriptors lets go of nothing */
+	ck_assert_int_eq(host_do(&a1, "forkclose"), 0);
+	for (size_t i = 0; i < sizeof(locks) / sizeof(locks[0]); i++)
+		ck_assert_msg(host_do(&a2, "lock %s %s", locks[i][0], locks[i][1]) != 0,
+				"%s lock of %s: let go when a child closed its copy",
+				locks[i][1], locks[i][0]);
+	snprintf(twin, sizeof(twin), "A/locks/%llu", (unsigned long long)dev_ino("super"));
+	ck_assert(exists_in(emu, twin) && exists_in(emu, "A/pooldir.lock"));
+	host_end(&a1);
+	host_end(&a2);
+	host_end(&b);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 6. A skipped site does nothing; the sites are listed                  */
+
+START_TEST(test_skipped_site_does_nothing_and_sites_are_listed)
+{
+	char sites[PATH_MAX + 32], skip[] = "HOSTEMU_SKIP=" SITE_SKIP, line[64];
+	const char *env[] = { sites, skip, NULL };
+	int seen = 0;
+	struct host a, b;
+	FILE *f;
+
+	snprintf(sites, sizeof(sites), "HOSTEMU_SITES=%s/sites", tu_dir);
+	host_start(&a, "A", env);
+	host_start(&b, "B", env);
+	host_do(&a, "st data 64 8");
+	host_do(&a, "fl data 64 8 " SITE_SKIP);
+	ck_assert_int_eq(dev_word("data", 64), 0);
+	host_do(&a, "fl data 64 8 t:a");
+	host_do(&b, "in data 64 8 " SITE_SKIP);
+	ck_assert_int_eq(host_do(&b, "ld data 64"), 0);
+	host_do(&b, "in data 64 8 t:b");
+	ck_assert_int_eq(host_do(&b, "ld data 64"), 8);
+	host_end(&a);
+	host_end(&b);
+	f = fopen(sites + strlen("HOSTEMU_SITES="), "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f) != NULL)
+		seen |= (strcmp(line, SITE_SKIP "\n") == 0) | (strcmp(line, "t:a\n") == 0) << 1 |
+				(strcmp(line, "t:b\n") == 0) << 2;
+	fclose(f);
+	ck_assert_int_eq(seen, 7);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 7. Spontaneous write-backs and drops, and none without HOSTEMU_NOISE  */
+
+START_TEST(test_noise_writes_back_and_drops_lines)
+{
+	const char *noisy[] = { "HOSTEMU_NOISE=20", "HOSTEMU_SEED=7", NULL };
+	struct host a, b, c;
+	double end;
+
+	host_start(&a, "A", noisy);
+	host_start(&b, "B", noisy);
+	host_start(&c, "C", NULL);
+	/* A's store reaches the device without a flush */
+	host_do(&a, "st data 0 0x77");
+	end = tu_now() + 10;
+	while (dev_word("data", 0) != 0x77 && tu_now() < end)
+		tu_sleep_ms(1);
+	ck_assert_int_eq(dev_word("data", 0), 0x77);
+	/* B's stale line is dropped without an invalidation */
+	ck_assert_int_eq(host_do(&b, "ld data 128"), 0);
+	host_do(&c, "st data 128 3");
+	host_do(&c, "fl data 128 8");
+	ck_assert_int_eq(host_do(&b, "poll data 128 3 10000"), 1);
+	ck_assert_int_gt(host_do(&a, "count spontaneous"), 0);
+	/* C has no noise: its store stays in its cache */
+	host_do(&c, "st data 192 9");
+	tu_sleep_ms(200);
+	ck_assert_int_eq(dev_word("data", 192), 0);
+	ck_assert_int_eq(host_do(&c, "count spontaneous"), 0);
+	host_end(&a);
+	host_end(&b);
+	host_end(&c);
+}
+END_TEST
+
+/* ===================================================================== */
+/* 8. LMDB through the emulator                                          */
+
+START_TEST(test_lmdb_reader_sees_a_commit_after_inval)
+{
+	struct host a, b;
+
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", NULL);
+	ck_assert_int_eq(host_do(&a, "mdb-open"), 0);
+	ck_assert_int_eq(host_do(&a, "mdb-put 1 11"), 0);
+	/* B caches the file as it is after the first commit */
+	ck_assert_int_eq(host_do(&b, "map registry.mdb"), 0);
+	host_do(&b, "ld registry.mdb 0");
+	ck_assert_int_eq(host_do(&a, "mdb-put 2 22"), 0);
+	ck_assert_int_eq(host_do(&a, "mdb-get 2"), 22);
+	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(host_do(&b, "mdb-get 1"), 11);
+	ck_assert_int_eq(host_do(&b, "mdb-get 2"), -1);
+	/*
+	 * A reader takes the last commit's number from its host's lock file,
+	 * which A's commits do not reach: B must open the environment again to
+	 * see one.  Without an invalidation that reads the stale cache again.
+	 */
+	host_do(&b, "mdb-close");
+	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(host_do(&b, "mdb-get 2"), -1);
+	ck_assert_int_gt(host_do(&b, "mdb-inval"), 0);
+	host_do(&b, "mdb-close");
+	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(host_do(&b, "mdb-get 2"), 22);
+	/* each host has its own reader table, none is in the pool */
+	ck_assert(exists_in(emu, "A/registry.mdb-lock") && exists_in(emu, "B/registry.mdb-lock"));
+	ck_assert(!exists_in(pool, "registry.mdb-lock"));
+	host_end(&a);
+	host_end(&b);
+}
+END_TEST
+
+static Suite *
+hostemu_suite(void)
+{
+	Suite *s = suite_create("hostemu");
+	TCase *tc = tcase_create("hosts");
+
+	tcase_add_checked_fixture(tc, hx_setup, hx_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_store_is_seen_after_flush_and_inval_only);
+	tcase_add_test(tc, test_processes_of_one_host_share_its_cache);
+	tcase_add_test(tc, test_flush_writes_back_whole_lines);
+	tcase_add_test(tc, test_pwrite_and_pread_go_through_the_host_cache);
+	tcase_add_test(tc, test_locks_are_per_host);
+	tcase_add_test(tc, test_skipped_site_does_nothing_and_sites_are_listed);
+	tcase_add_test(tc, test_noise_writes_back_and_drops_lines);
+	tcase_add_test(tc, test_lmdb_reader_sees_a_commit_after_inval);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--host") == 0)
+		return host_main();
+	return tu_run_suite(hostemu_suite());
+}
