@@ -10,9 +10,11 @@
  * super:
  *   [0, 4096)              struct mkv_super: written once at creation
  *   [4096, 8192)           struct mkv_state: allocator state (holder), the
- *                          lease record (holder, or a contender inside the
- *                          bakery's critical section), the doorbell (clients)
+ *                          lease record (a contender inside the bakery's
+ *                          critical section), the doorbell of a coherent
+ *                          pool (clients)
  *   nodes_off              max_nodes x struct mkv_node, each by its node
+ *                          (a dead node's cleared by another)
  *   slots_off              max_clients x struct mkv_slot
  *   rq_off                 max_clients x MKV_RQ_DEPTH x struct mkv_rq
  *   pt_off                 nr_pages x uint64_t page states, by the holder

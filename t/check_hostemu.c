@@ -12,7 +12,7 @@
  * emulated hosts: this program again (argv[1] == "--host") under
  * LD_PRELOAD, with HOSTEMU_HOST naming the host.  A host process maps super
  * and data and obeys one command a line on its stdin, answering "= value"
- * or "! what failed" on its stdout (host_do()); the test itself reads the
+ * or "! what failed" on its stdout (tu_host_do()); the test itself reads the
  * device, the files, with pread().  The interposer is MKV_HOSTEMU or
  * t/.libs/hostemu.so (from the build tree's top, where make check runs).
  */
@@ -299,7 +299,6 @@ host_cmd(char *line, char *out, size_t size)
 static int
 host_main(void)
 {
-	char line[256], out[256];
 	char *pool = getenv("HOSTEMU_POOL");
 
 	*(const void **)&hooks = dlsym(RTLD_DEFAULT, "marukv_cache_hooks");
@@ -309,24 +308,11 @@ host_main(void)
 		fprintf(stderr, "host %s: no hooks or no pool\n", getenv("HOSTEMU_HOST"));
 		return 1;
 	}
-	printf("= ready\n");
-	fflush(stdout);
-	while (fgets(line, sizeof(line), stdin) != NULL) {
-		host_cmd(line, out, sizeof(out));
-		printf("%s\n", out);
-		fflush(stdout);
-	}
-	return 0;
+	return tu_host_serve(host_cmd);
 }
 
 /* ===================================================================== */
 /* The test's side                                                       */
-
-struct host {
-	pid_t pid;
-	FILE *to, *from;
-	char name[16];
-};
 
 static char *pool, *emu;
 
@@ -361,85 +347,11 @@ hx_teardown(void)
 	tu_teardown();
 }
 
-/*
- * Start a process of host @p name; @p env, NULL-terminated "NAME=value"
- * strings, adds to the environment (NULL: nothing).  It has mapped super
- * and data when this returns.
- */
+/* A process of host @p name of the pool, with @p env added (NULL-terminated). */
 static void
-host_start(struct host *h, const char *name, const char *const *env)
+host_start(struct tu_host *h, const char *name, const char *const *env)
 {
-	const char *shim = tu_preload("MKV_HOSTEMU", "t/.libs/hostemu.so");
-	int to[2], from[2];
-	char line[64];
-
-	ck_assert_msg(shim != NULL, "no t/.libs/hostemu.so (MKV_HOSTEMU)");
-	ck_assert_int_eq(pipe(to), 0);
-	ck_assert_int_eq(pipe(from), 0);
-	h->pid = tu_fork();
-	ck_assert_int_ge(h->pid, 0);
-	if (h->pid == 0) {
-		char *argv[] = { "check_hostemu", "--host", NULL };
-
-		dup2(to[0], 0);
-		dup2(from[1], 1);
-		for (int fd = 3; fd < 64; fd++)
-			close(fd);
-		setenv("LD_PRELOAD", shim, 1);
-		/* a sanitized build: its runtime is not the first library then */
-		setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
-		setenv("HOSTEMU_DIR", emu, 1);
-		setenv("HOSTEMU_POOL", pool, 1);
-		setenv("HOSTEMU_HOST", name, 1);
-		for (; env && *env; env++)
-			putenv((char *)*env);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	close(to[0]);
-	close(from[1]);
-	h->to = fdopen(to[1], "w");
-	h->from = fdopen(from[0], "r");
-	ck_assert(h->to != NULL && h->from != NULL);
-	snprintf(h->name, sizeof(h->name), "%s", name);
-	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL && strcmp(line, "= ready\n") == 0,
-			"host %s did not start", name);
-}
-
-static void __attribute__((format(printf, 2, 3)))
-host_send(struct host *h, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(h->to, fmt, ap);
-	va_end(ap);
-	fputc('\n', h->to);
-	ck_assert_int_eq(fflush(h->to), 0);
-}
-
-/* The answer to the command sent last. */
-static long long
-host_recv(struct host *h)
-{
-	char line[256];
-
-	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL, "host %s (pid %d) ended",
-			h->name, (int)h->pid);
-	ck_assert_msg(line[0] == '=', "host %s: %s", h->name, line);
-	return strtoll(line + 2, NULL, 0);
-}
-
-/* One command, answered. */
-#define host_do(h, ...) (host_send((h), __VA_ARGS__), host_recv(h))
-
-/* End the host's process: it must end well. */
-static void
-host_end(struct host *h)
-{
-	fclose(h->to);
-	fclose(h->from);
-	ck_assert_int_eq(tu_reap(h->pid, 10), 0);
+	tu_host_start(h, "check_hostemu", name, emu, pool, env);
 }
 
 /* The device's word at @p off of @p file. */
@@ -484,28 +396,28 @@ exists_in(const char *dir, const char *name)
 
 START_TEST(test_store_is_seen_after_flush_and_inval_only)
 {
-	struct host a, b;
+	struct tu_host a, b;
 
 	host_start(&a, "A", NULL);
 	host_start(&b, "B", NULL);
-	host_do(&a, "st data 0 0x1111");
-	ck_assert_int_eq(host_do(&a, "ld data 0"), 0x1111);
-	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	tu_host_do(&a, "st data 0 0x1111");
+	ck_assert_int_eq(tu_host_do(&a, "ld data 0"), 0x1111);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 0"), 0);
 	ck_assert_int_eq(dev_word("data", 0), 0);
 	/* B's invalidation without A's flush: the device has nothing new */
-	host_do(&b, "in data 0 64");
-	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	tu_host_do(&b, "in data 0 64");
+	ck_assert_int_eq(tu_host_do(&b, "ld data 0"), 0);
 	/* A's flush without B's invalidation: B keeps its stale line */
-	host_do(&a, "fl data 0 8");
+	tu_host_do(&a, "fl data 0 8");
 	ck_assert_int_eq(dev_word("data", 0), 0x1111);
-	ck_assert_int_eq(host_do(&b, "ld data 0"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 0"), 0);
 	/* both: B sees it */
-	host_do(&b, "in data 0 8");
-	ck_assert_int_eq(host_do(&b, "ld data 0"), 0x1111);
-	ck_assert_int_ge(host_do(&a, "count written_back"), 1);
-	ck_assert_int_ge(host_do(&b, "count refreshed"), 1);
-	host_end(&a);
-	host_end(&b);
+	tu_host_do(&b, "in data 0 8");
+	ck_assert_int_eq(tu_host_do(&b, "ld data 0"), 0x1111);
+	ck_assert_int_ge(tu_host_do(&a, "count written_back"), 1);
+	ck_assert_int_ge(tu_host_do(&b, "count refreshed"), 1);
+	tu_host_end(&a);
+	tu_host_end(&b);
 }
 END_TEST
 
@@ -515,30 +427,30 @@ END_TEST
 START_TEST(test_processes_of_one_host_share_its_cache)
 {
 	char from[PATH_MAX], to[PATH_MAX];
-	struct host a1, a2, b;
+	struct tu_host a1, a2, b;
 
 	host_start(&a1, "A", NULL);
 	host_start(&a2, "A", NULL);
 	host_start(&b, "B", NULL);
-	host_do(&a1, "st super 8 5");
-	ck_assert_int_eq(host_do(&a2, "ld super 8"), 5);
+	tu_host_do(&a1, "st super 8 5");
+	ck_assert_int_eq(tu_host_do(&a2, "ld super 8"), 5);
 	ck_assert_int_eq(dev_word("super", 8), 0);
 	/* a poll on a word, answered by another process of the host */
-	host_send(&a2, "poll super 128 7 5000");
-	host_send(&b, "poll super 128 7 200");
-	host_do(&a1, "st super 128 7");
-	ck_assert_int_eq(host_recv(&a2), 1);
-	ck_assert_int_eq(host_recv(&b), 0);
+	tu_host_send(&a2, "poll super 128 7 5000");
+	tu_host_send(&b, "poll super 128 7 200");
+	tu_host_do(&a1, "st super 128 7");
+	ck_assert_int_eq(tu_host_recv(&a2), 1);
+	ck_assert_int_eq(tu_host_recv(&b), 0);
 	/* the cache is the file's, under any name (marukv renames super.new super) */
-	host_do(&a1, "st data 64 3");
+	tu_host_do(&a1, "st data 64 3");
 	snprintf(from, sizeof(from), "%s/data", pool);
 	snprintf(to, sizeof(to), "%s/moved", pool);
 	ck_assert_int_eq(rename(from, to), 0);
-	ck_assert_int_eq(host_do(&a2, "map moved"), 0);
-	ck_assert_int_eq(host_do(&a2, "ld moved 64"), 3);
-	host_end(&a1);
-	host_end(&a2);
-	host_end(&b);
+	ck_assert_int_eq(tu_host_do(&a2, "map moved"), 0);
+	ck_assert_int_eq(tu_host_do(&a2, "ld moved 64"), 3);
+	tu_host_end(&a1);
+	tu_host_end(&a2);
+	tu_host_end(&b);
 }
 END_TEST
 
@@ -547,26 +459,26 @@ END_TEST
 
 START_TEST(test_flush_writes_back_whole_lines)
 {
-	struct host a, b;
+	struct tu_host a, b;
 
 	host_start(&a, "A", NULL);
 	host_start(&b, "B", NULL);
 	/* words 0 and 1 of one line: the last line written back wins whole */
-	host_do(&a, "st data 0 1");
-	host_do(&b, "st data 8 2");
-	host_do(&a, "fl data 0 8");
-	host_do(&b, "fl data 8 8");
+	tu_host_do(&a, "st data 0 1");
+	tu_host_do(&b, "st data 8 2");
+	tu_host_do(&a, "fl data 0 8");
+	tu_host_do(&b, "fl data 8 8");
 	ck_assert_int_eq(dev_word("data", 0), 0);
 	ck_assert_int_eq(dev_word("data", 8), 2);
 	/* words of two lines: both stay */
-	host_do(&a, "st data 128 3");
-	host_do(&b, "st data 192 4");
-	host_do(&a, "fl data 128 8");
-	host_do(&b, "fl data 192 8");
+	tu_host_do(&a, "st data 128 3");
+	tu_host_do(&b, "st data 192 4");
+	tu_host_do(&a, "fl data 128 8");
+	tu_host_do(&b, "fl data 192 8");
 	ck_assert_int_eq(dev_word("data", 128), 3);
 	ck_assert_int_eq(dev_word("data", 192), 4);
-	host_end(&a);
-	host_end(&b);
+	tu_host_end(&a);
+	tu_host_end(&b);
 }
 END_TEST
 
@@ -575,23 +487,23 @@ END_TEST
 
 START_TEST(test_pwrite_and_pread_go_through_the_host_cache)
 {
-	struct host a, b;
+	struct tu_host a, b;
 
 	host_start(&a, "A", NULL);
 	host_start(&b, "B", NULL);
-	ck_assert_int_eq(host_do(&a, "pw super 256 9"), 8);
+	ck_assert_int_eq(tu_host_do(&a, "pw super 256 9"), 8);
 	ck_assert_int_eq(dev_word("super", 256), 9);
-	ck_assert_int_eq(host_do(&a, "ld super 256"), 9);
-	ck_assert_int_eq(host_do(&b, "ld super 256"), 0);
-	ck_assert_int_eq(host_do(&b, "pr super 256"), 0);
+	ck_assert_int_eq(tu_host_do(&a, "ld super 256"), 9);
+	ck_assert_int_eq(tu_host_do(&b, "ld super 256"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "pr super 256"), 0);
 	/* a store not yet written back is what the host's pread returns */
-	host_do(&a, "st super 320 6");
-	ck_assert_int_eq(host_do(&a, "pr super 320"), 6);
-	host_do(&b, "in super 256 8");
-	ck_assert_int_eq(host_do(&b, "ld super 256"), 9);
-	ck_assert_int_eq(host_do(&b, "pr super 256"), 9);
-	host_end(&a);
-	host_end(&b);
+	tu_host_do(&a, "st super 320 6");
+	ck_assert_int_eq(tu_host_do(&a, "pr super 320"), 6);
+	tu_host_do(&b, "in super 256 8");
+	ck_assert_int_eq(tu_host_do(&b, "ld super 256"), 9);
+	ck_assert_int_eq(tu_host_do(&b, "pr super 256"), 9);
+	tu_host_end(&a);
+	tu_host_end(&b);
 }
 END_TEST
 
@@ -603,7 +515,7 @@ START_TEST(test_locks_are_per_host)
 	static const char *const locks[][2] = {
 		{ "super", "ofd" }, { "super", "posix" }, { "super", "flock" }, { "dir", "flock" },
 	};
-	struct host a1, a2, b;
+	struct tu_host a1, a2, b;
 	char twin[64];
 
 	host_start(&a1, "A", NULL);
@@ -612,23 +524,23 @@ START_TEST(test_locks_are_per_host)
 	for (size_t i = 0; i < sizeof(locks) / sizeof(locks[0]); i++) {
 		const char *f = locks[i][0], *kind = locks[i][1];
 
-		ck_assert_int_eq(host_do(&a1, "lock %s %s", f, kind), 0);
-		ck_assert_msg(host_do(&b, "lock %s %s", f, kind) == 0,
+		ck_assert_int_eq(tu_host_do(&a1, "lock %s %s", f, kind), 0);
+		ck_assert_msg(tu_host_do(&b, "lock %s %s", f, kind) == 0,
 				"%s lock of %s: host B waits for host A", kind, f);
-		ck_assert_msg(host_do(&a2, "lock %s %s", f, kind) != 0,
+		ck_assert_msg(tu_host_do(&a2, "lock %s %s", f, kind) != 0,
 				"%s lock of %s: two processes of host A both hold it", kind, f);
 	}
 	/* a child closing its copies of the descriptors lets go of nothing */
-	ck_assert_int_eq(host_do(&a1, "forkclose"), 0);
+	ck_assert_int_eq(tu_host_do(&a1, "forkclose"), 0);
 	for (size_t i = 0; i < sizeof(locks) / sizeof(locks[0]); i++)
-		ck_assert_msg(host_do(&a2, "lock %s %s", locks[i][0], locks[i][1]) != 0,
+		ck_assert_msg(tu_host_do(&a2, "lock %s %s", locks[i][0], locks[i][1]) != 0,
 				"%s lock of %s: let go when a child closed its copy",
 				locks[i][1], locks[i][0]);
 	snprintf(twin, sizeof(twin), "A/locks/%llu", (unsigned long long)dev_ino("super"));
 	ck_assert(exists_in(emu, twin) && exists_in(emu, "A/pooldir.lock"));
-	host_end(&a1);
-	host_end(&a2);
-	host_end(&b);
+	tu_host_end(&a1);
+	tu_host_end(&a2);
+	tu_host_end(&b);
 }
 END_TEST
 
@@ -640,22 +552,22 @@ START_TEST(test_skipped_site_does_nothing_and_sites_are_listed)
 	char sites[PATH_MAX + 32], skip[] = "HOSTEMU_SKIP=" SITE_SKIP, line[64];
 	const char *env[] = { sites, skip, NULL };
 	int seen = 0;
-	struct host a, b;
+	struct tu_host a, b;
 	FILE *f;
 
 	snprintf(sites, sizeof(sites), "HOSTEMU_SITES=%s/sites", tu_dir);
 	host_start(&a, "A", env);
 	host_start(&b, "B", env);
-	host_do(&a, "st data 64 8");
-	host_do(&a, "fl data 64 8 " SITE_SKIP);
+	tu_host_do(&a, "st data 64 8");
+	tu_host_do(&a, "fl data 64 8 " SITE_SKIP);
 	ck_assert_int_eq(dev_word("data", 64), 0);
-	host_do(&a, "fl data 64 8 t:a");
-	host_do(&b, "in data 64 8 " SITE_SKIP);
-	ck_assert_int_eq(host_do(&b, "ld data 64"), 0);
-	host_do(&b, "in data 64 8 t:b");
-	ck_assert_int_eq(host_do(&b, "ld data 64"), 8);
-	host_end(&a);
-	host_end(&b);
+	tu_host_do(&a, "fl data 64 8 t:a");
+	tu_host_do(&b, "in data 64 8 " SITE_SKIP);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 64"), 0);
+	tu_host_do(&b, "in data 64 8 t:b");
+	ck_assert_int_eq(tu_host_do(&b, "ld data 64"), 8);
+	tu_host_end(&a);
+	tu_host_end(&b);
 	f = fopen(sites + strlen("HOSTEMU_SITES="), "r");
 	ck_assert_ptr_nonnull(f);
 	while (fgets(line, sizeof(line), f) != NULL)
@@ -672,32 +584,32 @@ END_TEST
 START_TEST(test_noise_writes_back_and_drops_lines)
 {
 	const char *noisy[] = { "HOSTEMU_NOISE=20", "HOSTEMU_SEED=7", NULL };
-	struct host a, b, c;
+	struct tu_host a, b, c;
 	double end;
 
 	host_start(&a, "A", noisy);
 	host_start(&b, "B", noisy);
 	host_start(&c, "C", NULL);
 	/* A's store reaches the device without a flush */
-	host_do(&a, "st data 0 0x77");
+	tu_host_do(&a, "st data 0 0x77");
 	end = tu_now() + 10;
 	while (dev_word("data", 0) != 0x77 && tu_now() < end)
 		tu_sleep_ms(1);
 	ck_assert_int_eq(dev_word("data", 0), 0x77);
 	/* B's stale line is dropped without an invalidation */
-	ck_assert_int_eq(host_do(&b, "ld data 128"), 0);
-	host_do(&c, "st data 128 3");
-	host_do(&c, "fl data 128 8");
-	ck_assert_int_eq(host_do(&b, "poll data 128 3 10000"), 1);
-	ck_assert_int_gt(host_do(&a, "count spontaneous"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 128"), 0);
+	tu_host_do(&c, "st data 128 3");
+	tu_host_do(&c, "fl data 128 8");
+	ck_assert_int_eq(tu_host_do(&b, "poll data 128 3 10000"), 1);
+	ck_assert_int_gt(tu_host_do(&a, "count spontaneous"), 0);
 	/* C has no noise: its store stays in its cache */
-	host_do(&c, "st data 192 9");
+	tu_host_do(&c, "st data 192 9");
 	tu_sleep_ms(200);
 	ck_assert_int_eq(dev_word("data", 192), 0);
-	ck_assert_int_eq(host_do(&c, "count spontaneous"), 0);
-	host_end(&a);
-	host_end(&b);
-	host_end(&c);
+	ck_assert_int_eq(tu_host_do(&c, "count spontaneous"), 0);
+	tu_host_end(&a);
+	tu_host_end(&b);
+	tu_host_end(&c);
 }
 END_TEST
 
@@ -706,37 +618,37 @@ END_TEST
 
 START_TEST(test_lmdb_reader_sees_a_commit_after_inval)
 {
-	struct host a, b;
+	struct tu_host a, b;
 
 	host_start(&a, "A", NULL);
 	host_start(&b, "B", NULL);
-	ck_assert_int_eq(host_do(&a, "mdb-open"), 0);
-	ck_assert_int_eq(host_do(&a, "mdb-put 1 11"), 0);
+	ck_assert_int_eq(tu_host_do(&a, "mdb-open"), 0);
+	ck_assert_int_eq(tu_host_do(&a, "mdb-put 1 11"), 0);
 	/* B caches the file as it is after the first commit */
-	ck_assert_int_eq(host_do(&b, "map registry.mdb"), 0);
-	host_do(&b, "ld registry.mdb 0");
-	ck_assert_int_eq(host_do(&a, "mdb-put 2 22"), 0);
-	ck_assert_int_eq(host_do(&a, "mdb-get 2"), 22);
-	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
-	ck_assert_int_eq(host_do(&b, "mdb-get 1"), 11);
-	ck_assert_int_eq(host_do(&b, "mdb-get 2"), -1);
+	ck_assert_int_eq(tu_host_do(&b, "map registry.mdb"), 0);
+	tu_host_do(&b, "ld registry.mdb 0");
+	ck_assert_int_eq(tu_host_do(&a, "mdb-put 2 22"), 0);
+	ck_assert_int_eq(tu_host_do(&a, "mdb-get 2"), 22);
+	ck_assert_int_eq(tu_host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "mdb-get 1"), 11);
+	ck_assert_int_eq(tu_host_do(&b, "mdb-get 2"), -1);
 	/*
 	 * A reader takes the last commit's number from its host's lock file,
 	 * which A's commits do not reach: B must open the environment again to
 	 * see one.  Without an invalidation that reads the stale cache again.
 	 */
-	host_do(&b, "mdb-close");
-	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
-	ck_assert_int_eq(host_do(&b, "mdb-get 2"), -1);
-	ck_assert_int_gt(host_do(&b, "mdb-inval"), 0);
-	host_do(&b, "mdb-close");
-	ck_assert_int_eq(host_do(&b, "mdb-open"), 0);
-	ck_assert_int_eq(host_do(&b, "mdb-get 2"), 22);
+	tu_host_do(&b, "mdb-close");
+	ck_assert_int_eq(tu_host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "mdb-get 2"), -1);
+	ck_assert_int_gt(tu_host_do(&b, "mdb-inval"), 0);
+	tu_host_do(&b, "mdb-close");
+	ck_assert_int_eq(tu_host_do(&b, "mdb-open"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "mdb-get 2"), 22);
 	/* each host has its own reader table, none is in the pool */
 	ck_assert(exists_in(emu, "A/registry.mdb-lock") && exists_in(emu, "B/registry.mdb-lock"));
 	ck_assert(!exists_in(pool, "registry.mdb-lock"));
-	host_end(&a);
-	host_end(&b);
+	tu_host_end(&a);
+	tu_host_end(&b);
 }
 END_TEST
 

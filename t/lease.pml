@@ -32,7 +32,8 @@
  *  lease_holder, lease_gen
  *                      The lease record (holder node, generation); written
  *                      only inside the bakery critical section.
- *  hb[i]               The lease record's heartbeat counter as node i sees
+ *  hb[i]               The holder's heartbeat counter (in the holder's node
+ *                      entry, beside the lease record) as node i sees
  *                      it: 0 not watching, 1 "still the value i read when it
  *                      observed the lease", 2 changed since.  A holder
  *                      advancing the heartbeat turns every 1 into 2.  (Exact

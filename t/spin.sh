@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml).
+# t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml)
+# and the write window between hosts without coherence (t/window.pml).
 #
 # Run by `make check` from the top of the build tree, with $srcdir set by
 # automake's harness.  Each configuration is verified exhaustively with spin
@@ -13,6 +14,7 @@
 
 set -u
 model=${srcdir:-.}/t/lease.pml
+window=${srcdir:-.}/t/window.pml
 pass=0
 fail=0
 
@@ -27,11 +29,14 @@ for tool in spin cc; do
 		exit 77
 	fi
 done
-if [ ! -r "$model" ]; then
-	echo "spin.sh: $model not readable" >&2
-	exit 99
-fi
+for f in "$model" "$window"; do
+	if [ ! -r "$f" ]; then
+		echo "spin.sh: $f not readable" >&2
+		exit 99
+	fi
+done
 case $model in /*) ;; *) model=$(pwd)/$model ;; esac
+case $window in /*) ;; *) window=$(pwd)/$window ;; esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/marukv-spin.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -118,6 +123,25 @@ expect_fail no_fence "mutant without the fence on commit breaks P3" \
 	'violated *(mine>=hi_gen)'
 expect_fail gen_fence "mutant with the brief's generation-only fence breaks P4 (split brain)" \
 	'violated *!(superseded\['
+
+# The write window: the protocol holds with caches that evict on their
+# own; each step left out breaks it.
+model=$window
+verify window
+for m in CHECK_FIRST NO_WB_WIN NO_INVAL_REC NO_WB_REC NO_INVAL_WIN; do
+	verify "window_$m" "-DBROKEN_$m"
+done
+expect_pass window "write window, two holders on two hosts, noisy caches: never both writing"
+expect_fail window_CHECK_FIRST "mutant that reads the record before announcing breaks it" \
+	'assertion violated (writing<=1)'
+expect_fail window_NO_WB_WIN "mutant that does not write its announcement back breaks it" \
+	'assertion violated (writing<=1)'
+expect_fail window_NO_INVAL_REC "mutant that reads the record from its cache breaks it" \
+	'assertion violated (writing<=1)'
+expect_fail window_NO_WB_REC "mutant whose new holder does not write the record back breaks it" \
+	'assertion violated (writing<=1)'
+expect_fail window_NO_INVAL_WIN "mutant whose new holder reads the window from its cache breaks it" \
+	'assertion violated (writing<=1)'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

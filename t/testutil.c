@@ -1055,6 +1055,93 @@ tu_preload(const char *env, const char *built)
 	return path;
 }
 
+void
+tu_host_start(struct tu_host *h, const char *prog, const char *name, const char *emu_dir,
+		const char *pool, const char *const *env)
+{
+	const char *shim = tu_preload("MKV_HOSTEMU", "t/.libs/hostemu.so");
+	int to[2], from[2];
+	char line[64];
+
+	ck_assert_msg(shim != NULL, "no t/.libs/hostemu.so (MKV_HOSTEMU)");
+	ck_assert_int_eq(pipe(to), 0);
+	ck_assert_int_eq(pipe(from), 0);
+	h->pid = tu_fork();
+	ck_assert_int_ge(h->pid, 0);
+	if (h->pid == 0) {
+		char *argv[] = { (char *)prog, "--host", NULL };
+
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		for (int fd = 3; fd < 64; fd++)
+			close(fd);
+		setenv("LD_PRELOAD", shim, 1);
+		/* a sanitized build: its runtime is not the first library then */
+		setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+		setenv("HOSTEMU_DIR", emu_dir, 1);
+		setenv("HOSTEMU_POOL", pool, 1);
+		setenv("HOSTEMU_HOST", name, 1);
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	h->to = fdopen(to[1], "w");
+	h->from = fdopen(from[0], "r");
+	ck_assert(h->to != NULL && h->from != NULL);
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL && strcmp(line, "= ready\n") == 0,
+			"host %s did not start", name);
+}
+
+void
+tu_host_send(struct tu_host *h, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(h->to, fmt, ap);
+	va_end(ap);
+	fputc('\n', h->to);
+	ck_assert_int_eq(fflush(h->to), 0);
+}
+
+long long
+tu_host_recv(struct tu_host *h)
+{
+	char line[256];
+
+	ck_assert_msg(fgets(line, sizeof(line), h->from) != NULL, "host %s (pid %d) ended",
+			h->name, (int)h->pid);
+	ck_assert_msg(line[0] == '=', "host %s: %s", h->name, line);
+	return strtoll(line + 2, NULL, 0);
+}
+
+void
+tu_host_end(struct tu_host *h)
+{
+	fclose(h->to);
+	fclose(h->from);
+	ck_assert_int_eq(tu_reap(h->pid, 10), 0);
+}
+
+int
+tu_host_serve(void (*cmd)(char *line, char *out, size_t size))
+{
+	char line[256], out[256];
+
+	printf("= ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		cmd(line, out, sizeof(out));
+		printf("%s\n", out);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 const char *
 tu_injector(void)
 {

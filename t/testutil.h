@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <check.h>
@@ -308,6 +309,33 @@ const struct tu_taken *tu_taken_by(const struct tu_taken *t, size_t n, long pid)
  * from the build tree's top), as an absolute path in a static buffer;
  * NULL if there is none. */
 const char *tu_preload(const char *env, const char *built);
+/* ---- emulated hosts (t/hostemu.so) ---- */
+
+/*
+ * A process of an emulated host: the test program itself again, as
+ * "PROG --host", under t/hostemu.so (MKV_HOSTEMU), with HOSTEMU_DIR,
+ * HOSTEMU_POOL and HOSTEMU_HOST set, and the "NAME=value" strings of env
+ * (NULL-terminated; NULL: none) added.  It obeys one command a line on its
+ * stdin and answers "= value" or "! what failed" (tu_host_serve()).
+ */
+struct tu_host {
+	pid_t pid;
+	FILE *to, *from;
+	char name[16];
+};
+/** Start it; it has said "= ready" when this returns.  Asserts. */
+void tu_host_start(struct tu_host *h, const char *prog, const char *name, const char *emu_dir,
+		const char *pool, const char *const *env);
+void tu_host_send(struct tu_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** The answer to the command sent last: its value; "!" or the end of the host fails the test. */
+long long tu_host_recv(struct tu_host *h);
+/** One command, answered. */
+#define tu_host_do(h, ...) (tu_host_send((h), __VA_ARGS__), tu_host_recv(h))
+/** End the host's process (its stdin closed): it must exit 0 within 10 s. */
+void tu_host_end(struct tu_host *h);
+/** The host's side: "= ready", then cmd() for each line until stdin ends; 0. */
+int tu_host_serve(void (*cmd)(char *line, char *out, size_t size));
+
 /** The interposer, tu_preload("MKV_FAULTINJECT", "t/.libs/faultinject.so"). */
 const char *tu_injector(void);
 /**

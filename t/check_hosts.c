@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_hosts.c -- a pool shared by processes of several emulated hosts
+ * without cache coherence (t/hostemu.so): what one host publishes, the
+ * others read, byte for byte, in a non-coherent pool; writes forwarded
+ * across hosts are answered; a holder killed on one host is replaced by
+ * another; and, to show the emulator is not lenient, a coherent pool read
+ * across hosts gives stale values.
+ *
+ * Each host is this program again (argv[1] == "--host") under the
+ * emulator, with its own node name and boot id (MARUKV_NODE,
+ * MARUKV_BOOT_ID); it obeys the commands of host_cmd().  Values are
+ * checked whole against the pattern of their key (tu_check()).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#define KEYS 40U
+#define VMAX (3 * TU_PAGE_SIZE)
+#define LEASE_MS 200U
+#define CLIENT_TIMEOUT_MS 1000U
+
+/* ===================================================================== */
+/* The host process                                                      */
+
+static struct mkv_pool *hpool;
+
+static size_t
+hkey(char *key, const char *prefix, long long i, size_t *len)
+{
+	size_t klen = tu_key(key, prefix, (unsigned)i);
+
+	*len = tu_vlen(key, klen, 1, VMAX);
+	return klen;
+}
+
+/*
+ * Commands, one a line, answered "= value" or "! why":
+ *   open            open (creating) the pool as this host's node
+ *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
+ *   check P FROM N  how many of them read back whole
+ *   holds           1 if this process holds the lease
+ *   verify          problems a deep mkv_pool_verify() finds
+ *   close           close the pool
+ */
+static void
+host_cmd(char *line, char *out, size_t size)
+{
+	const char *host = getenv("HOSTEMU_HOST");
+	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
+			.client_timeout_ms = CLIENT_TIMEOUT_MS };
+	char cmd[16] = "", prefix[16] = "", key[64];
+	long long from = 0, n = 0, done = 0;
+	struct mkv_verify v;
+	struct mkv_stat st;
+	size_t klen, len;
+	int rc = 0;
+
+	sscanf(line, "%15s %15s %lld %lld", cmd, prefix, &from, &n);
+	if (strcmp(cmd, "open") == 0) {
+		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
+	} else if (strcmp(cmd, "put") == 0) {
+		for (long long i = from; i < from + n && rc == 0; i++) {
+			klen = hkey(key, prefix, i, &len);
+			if ((rc = tu_put(hpool, key, klen, len)) == 0)
+				done++;
+		}
+	} else if (strcmp(cmd, "check") == 0) {
+		for (long long i = from; i < from + n; i++) {
+			klen = hkey(key, prefix, i, &len);
+			done += tu_check(hpool, key, klen, len) == 0;
+		}
+	} else if (strcmp(cmd, "holds") == 0) {
+		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
+			done = st.lease_holder_pid == (uint32_t)getpid();
+	} else if (strcmp(cmd, "verify") == 0) {
+		if ((rc = mkv_pool_verify(hpool, MKV_VERIFY_DEEP, &v)) == 0)
+			done = (long long)v.problems;
+	} else if (strcmp(cmd, "close") == 0) {
+		mkv_pool_close(&hpool);
+	} else {
+		snprintf(out, size, "! unknown command %s", cmd);
+		return;
+	}
+	if (rc)
+		snprintf(out, size, "! %s: %s: %s", cmd, mkv_strerror(rc), mkv_errormsg());
+	else
+		snprintf(out, size, "= %lld", done);
+}
+
+/* ===================================================================== */
+/* The test's side                                                       */
+
+static char *emu;
+
+static void
+hosts_setup(void)
+{
+	tu_setup();
+	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
+	ck_assert_int_eq(mkdir(emu, 0700), 0);
+}
+
+static void
+hosts_teardown(void)
+{
+	free(emu);
+	emu = NULL;
+	tu_teardown();
+}
+
+/* Host @p name of a pool of coherence @p mode, with @p noise spontaneous events per ms. */
+static void
+host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
+{
+	char node[32], boot[32], coh[32], nz[32], seed[32];
+	const char *env[] = { node, boot, coh, nz, seed, NULL };
+
+	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
+	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
+	snprintf(coh, sizeof(coh), "TU_COHERENCE=%s", mode);
+	snprintf(nz, sizeof(nz), "HOSTEMU_NOISE=%s", noise);
+	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
+	tu_host_start(h, "check_hosts", name, emu, tu_path, env);
+	ck_assert_int_eq(tu_host_do(h, "open"), 0);
+}
+
+/* Three hosts on one pool: each one's writes, direct or forwarded, read whole by the others. */
+static void
+three_hosts(const char *noise)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "noncoherent", noise);
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	host_start(&h[1], "h2", "noncoherent", noise);
+	host_start(&h[2], "h3", "noncoherent", noise);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", KEYS), KEYS);
+	/* h2's and h3's publishes go to the holder on h1 and back */
+	ck_assert_int_eq(tu_host_do(&h[1], "holds"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "put c 0 %u", KEYS), KEYS);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(tu_host_do(&h[i], "check b 0 %u", KEYS), KEYS);
+		ck_assert_int_eq(tu_host_do(&h[i], "check c 0 %u", KEYS), KEYS);
+	}
+	/* a later commit of h1 reaches hosts that have read before */
+	ck_assert_int_eq(tu_host_do(&h[0], "put a %u %u", KEYS, KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", 2 * KEYS), 2 * KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", 2 * KEYS), 2 * KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "verify"), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+		tu_host_end(&h[i]);
+	}
+}
+
+START_TEST(test_three_hosts_share_a_noncoherent_pool)
+{
+	three_hosts("0");
+}
+END_TEST
+
+START_TEST(test_three_hosts_share_a_noncoherent_pool_with_noisy_caches)
+{
+	three_hosts("20");
+}
+END_TEST
+
+/*
+ * The control: in a coherent pool shared by hosts without coherence, the
+ * payloads one host wrote stay in its cache (nothing writes them back to
+ * the device), and another host reads none of its values whole.  If this
+ * passed as the non-coherent test does, the emulator would be lenient.
+ */
+START_TEST(test_coherent_pool_across_hosts_reads_stale_values)
+{
+	struct tu_host h1, h2;
+
+	host_start(&h1, "h1", "coherent", "0");
+	ck_assert_int_eq(tu_host_do(&h1, "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h1, "check a 0 %u", KEYS), KEYS);
+	host_start(&h2, "h2", "coherent", "0");
+	ck_assert_int_eq(tu_host_do(&h2, "check a 0 %u", KEYS), 0);
+	ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h2, "close"), 0);
+	tu_host_end(&h1);
+	tu_host_end(&h2);
+}
+END_TEST
+
+/*
+ * The holder's host dies (its process killed): a writer on another host
+ * takes the lease over, and a third host reads everything either of them
+ * acknowledged.
+ */
+START_TEST(test_holder_killed_on_one_host_is_replaced_on_another)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "noncoherent", "0");
+	host_start(&h[1], "h2", "noncoherent", "0");
+	host_start(&h[2], "h3", "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(kill(h[0].pid, SIGKILL), 0);
+	ck_assert_int_ne(tu_reap(h[0].pid, 10), 0);
+	fclose(h[0].to);
+	fclose(h[0].from);
+	ck_assert_int_eq(tu_host_do(&h[1], "put c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "put d 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "check d 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "verify"), 0);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+		tu_host_end(&h[i]);
+	}
+}
+END_TEST
+
+static Suite *
+hosts_suite(void)
+{
+	Suite *s = suite_create("hosts");
+	TCase *tc = tcase_create("hosts");
+
+	tcase_add_checked_fixture(tc, hosts_setup, hosts_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_three_hosts_share_a_noncoherent_pool);
+	tcase_add_test(tc, test_three_hosts_share_a_noncoherent_pool_with_noisy_caches);
+	tcase_add_test(tc, test_coherent_pool_across_hosts_reads_stale_values);
+	tcase_add_test(tc, test_holder_killed_on_one_host_is_replaced_on_another);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--host") == 0)
+		return tu_host_serve(host_cmd);
+	return tu_run_suite(hosts_suite());
+}
