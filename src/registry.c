@@ -34,6 +34,7 @@ reg_new(struct mkv_pool *p)
 {
 	if (!(p->reg = calloc(1, sizeof(*p->reg))))
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
+	p->reg->lock_fd = -1;
 	return 0;
 }
 
@@ -199,7 +200,11 @@ lock_file(struct mkv_pool *p)
  * takes its snapshot from the last txn id in it, which only commits made
  * on this host advance.  Map it, to advance it from the metas before each
  * read txn (mkv_reg_fresh_metas()), after checking that it is laid out as
- * this library knows: LMDB's magic, and the id where we look for it.
+ * this library knows: LMDB's magic, and the id where we look for it.  The
+ * descriptor is opened before LMDB opens the file (created as LMDB would,
+ * where a host's lock file does not exist yet) and closed after LMDB has
+ * closed it: closing any descriptor of a file drops every fcntl() lock the
+ * process holds on it, LMDB's included.
  */
 static int
 lock_txnid_map(struct mkv_pool *p)
@@ -207,13 +212,10 @@ lock_txnid_map(struct mkv_pool *p)
 	MDB_envinfo before, after;
 	const uint32_t *head;
 	uint64_t id;
-	int fd = openat(p->dirfd, MKV_FILE_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	void *map;
 
-	if (fd < 0)
-		return mkv_err(-errno, "pool %s: registry.mdb-lock: %m", p->path);
-	map = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
+	map = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED,
+			p->reg->lock_fd, 0);
 	if (map == MAP_FAILED)
 		return mkv_err(-errno, "pool %s: cannot map registry.mdb-lock: %m", p->path);
 	p->reg->lock_map = map;
@@ -431,6 +433,10 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	if (!p->reg->rtxn)
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
 	p->reg->cap = RTXN_CACHE;
+	if (p->reg->shadow &&
+	    (p->reg->lock_fd = openat(p->dirfd, MKV_FILE_LOCK,
+			O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		return mkv_err(-errno, "pool %s: registry.mdb-lock: %m", p->path);
 	rc = env_new(p, sb, (p->flags & MKV_RDONLY) ? MDB_RDONLY : 0, &file);
 	free(file);
 	if (rc || (p->reg->shadow && (rc = lock_txnid_map(p))))
@@ -460,6 +466,8 @@ mkv_reg_close(struct mkv_pool *p)
 		munmap((void *)p->reg->shadow, p->reg->shadow_size);
 	if (p->reg->lock_map)
 		munmap(p->reg->lock_map, (size_t)sysconf(_SC_PAGESIZE));
+	if (p->reg->lock_fd >= 0)
+		close(p->reg->lock_fd);
 	free(p->reg);
 	p->reg = NULL;
 }

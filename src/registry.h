@@ -31,6 +31,7 @@ struct mkv_registry {
 	size_t shadow_size;
 	uint64_t fresh_txn;
 	/* and this host's LMDB lock file, where we advance the last txn id */
+	int lock_fd;
 	void *lock_map;
 	uint64_t *lock_txnid;
 };
