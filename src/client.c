@@ -130,9 +130,9 @@ mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 		return true;
 	if (!mkv_client_dead(p, slot, owner))
 		return false;
+	/* its pin, on the owner's line, counts no more: the owner word says so */
 	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0))) {
-		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		mkv_share_persist(p, s, sizeof(*s));
+		mkv_share_persist(p, &s->owner, sizeof(s->owner));
 		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
 				MKV_SLOT_PID(owner));
 	}
@@ -163,7 +163,7 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	p->slot = i;
 	p->incarnation = inc;
 	mkv_client_beat(p);
-	mkv_share_persist(p, s, sizeof(*s));
+	mkv_share_persist(p, s, offsetof(struct mkv_slot, completed));
 	return true;
 }
 
@@ -267,7 +267,7 @@ mkv_client_detach(struct mkv_pool *p)
 
 	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(p->incarnation, 0))) {
 		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		mkv_share_persist(p, s, sizeof(*s));
+		mkv_share_persist(p, s, offsetof(struct mkv_slot, completed));
 	}
 	mkv_lock_super(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;

@@ -142,8 +142,7 @@ mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		const struct mkv_slot *s = &p->slots[i];
 		uint64_t owner = mkv_share_load(p, &s->owner);
-		/* on the line just invalidated */
-		uint64_t pin = __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST);
+		uint64_t pin = mkv_share_load(p, &s->pin);
 
 		if (MKV_SLOT_PID(owner) == 0 || pin == 0 || pin >= min)
 			continue;

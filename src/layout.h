@@ -151,15 +151,18 @@ struct mkv_slot {
 	uint64_t boot;         /* owner's kernel: a hash of its boot id; 0 unknown */
 	uint64_t boot_tag;     /* the owner value boot was written for */
 	uint64_t node;         /* owner's node id */
-	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
 	uint64_t flags;        /* MKV_RDONLY of the owner's open */
-	uint64_t reserved0[2];
-	/* second cacheline: the owner's heartbeat and counters */
+	uint64_t reserved0[3];
+	/*
+	 * second cacheline: the owner's alone (a reclaimer revokes the owner
+	 * word above, and must not write back a line the owner writes)
+	 */
 	uint64_t beat;         /* advanced by the owner's service thread */
 	uint64_t beat_wall_ns; /* its CLOCK_REALTIME at that beat (display) */
 	uint64_t hits;         /* lookups that found their key: kept across owners */
 	uint64_t misses;
-	uint64_t reserved1[4];
+	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
+	uint64_t reserved1[3];
 	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t reserved2[15];

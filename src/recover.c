@@ -224,7 +224,7 @@ reap_count(struct mkv_pool *p, struct mkv_reclaim *report)
 		if (!mkv_client_dead(p, i, owner))
 			continue;
 		report->clients++;
-		report->pins += __atomic_load_n(&s->pin, __ATOMIC_SEQ_CST) != 0;
+		report->pins += mkv_share_load(p, &s->pin) != 0;
 		report->requests += mkv_rq_pending_slot(p, i);
 		for (uint64_t pg = 0; pg < p->nr_pages; pg++)
 			report->pages += mkv_pages_load(p, pg) ==
