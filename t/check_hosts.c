@@ -233,6 +233,40 @@ START_TEST(test_holder_killed_on_one_host_is_replaced_on_another)
 }
 END_TEST
 
+/*
+ * Live hosts keep their roles: for several client timeouts the holder on
+ * h1 and the writers on h2 and h3 stay alive by their heartbeats, which
+ * the others see only through invalidations.  Nobody takes the lease from
+ * h1, nobody's slot is revoked (a write would fail with MKV_E_EXPIRED),
+ * and every write is answered.
+ */
+START_TEST(test_live_hosts_keep_their_roles)
+{
+	struct tu_host h[3];
+	double end;
+	unsigned round = 0;
+
+	host_start(&h[0], "h1", "noncoherent", "0");
+	host_start(&h[1], "h2", "noncoherent", "0");
+	host_start(&h[2], "h3", "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	end = tu_now() + 3.0 * CLIENT_TIMEOUT_MS / 1000;
+	while (tu_now() < end) {
+		ck_assert_int_eq(tu_host_do(&h[1 + round % 2], "put r %u 1", round), 1);
+		tu_sleep_ms(LEASE_MS);
+		round++;
+	}
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "holds"), 0);
+	ck_assert_int_eq(tu_host_do(&h[2], "holds"), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(tu_host_do(&h[i], "check r 0 %u", round), round);
+		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+		tu_host_end(&h[i]);
+	}
+}
+END_TEST
+
 static Suite *
 hosts_suite(void)
 {
@@ -245,6 +279,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_three_hosts_share_a_noncoherent_pool_with_noisy_caches);
 	tcase_add_test(tc, test_coherent_pool_across_hosts_reads_stale_values);
 	tcase_add_test(tc, test_holder_killed_on_one_host_is_replaced_on_another);
+	tcase_add_test(tc, test_live_hosts_keep_their_roles);
 	suite_add_tcase(s, tc);
 	return s;
 }
