@@ -173,6 +173,7 @@ struct pool_spec {
 	uint32_t max_clients;     /* 0: the library's default */
 	uint64_t registry_size;   /* 0: the library's default */
 	unsigned wm_low, wm_high; /* eviction watermarks; 0, 0: no eviction */
+	unsigned coherence;       /* enum mkv_coherence; 0: the library's default */
 };
 /*
  * Create the pool at path and open it; this handle holds the lease (checked).
