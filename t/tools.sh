@@ -264,6 +264,35 @@ check "bench flush --sizes 100 says why" test -s "$tmp/fl-usage.err"
 check "bench flush left no scratch directory" \
 	test -z "$(find "$tmp" -maxdepth 1 -name 'marukv-bench.*')"
 
+# ---- marukv-bench coherence -------------------------------------------------
+
+"$bench" coherence --keys 64 --ops 40 --repeat 1 --dir "$tmp" --json >"$tmp/co.json" \
+	2>"$tmp/co.err"
+rc=$?
+check "bench coherence --json exits 0 (got $rc)" test "$rc" -eq 0
+check "bench coherence is quiet on stderr" test ! -s "$tmp/co.err"
+check "bench coherence --json has the documented keys, in order" test \
+	"$(json_keys "$tmp/co.json")" = \
+	"command dir keys big_values ops chain repeat seed clock_ns rows holder_cpu_per_client_put "
+check "bench coherence --json has a row per measurement, in order" test "$(sed -n \
+	's/^    { "op": "\([a-z_]*\)", "value_size": \([0-9]*\), "calls": \([0-9]*\),.*/\1:\2:\3/p' \
+	"$tmp/co.json" | tr '\n' ' ')" = "exists:4096:40 get:4096:40 get:1048576:40 \
+get:33554432:16 prefix_len:4096:2 put_holder:4096:4 put_client:4096:4 "
+co_lat='\{ "median_ns": [0-9]+, "p99_ns": [0-9]+ \}'
+check "bench coherence --json rows have both modes, a ratio, a rate for gets only" test "$(grep -Ec \
+	"^    \\{ \"op\": \"(get\", .*\"extra_bytes_per_s\": ([0-9]+|null)|[a-z_]+\", .*\"extra_bytes_per_s\": null) \\},?\$" \
+	"$tmp/co.json") $(grep -Ec "\"coherent\": $co_lat, \"noncoherent\": $co_lat, \"ratio_noncoherent\": [0-9.]+," \
+	"$tmp/co.json")" = "7 7"
+check "bench coherence --json has the holder's CPU per client put" grep -Eqx \
+	'  "holder_cpu_per_client_put": \{ "coherent_ns": [0-9]+, "noncoherent_ns": [0-9]+, "ratio_noncoherent": [0-9.]+ \}' \
+	"$tmp/co.json"
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/co.err" ] || show "$tmp/co.json" "$tmp/co.err"
+"$bench" coherence --keys 10 >/dev/null 2>"$tmp/co-usage.err"
+rc=$?
+check "bench coherence --keys 10 (fewer than a chain) exits 2 (got $rc)" test "$rc" -eq 2
+check "bench coherence left no scratch directory" \
+	test -z "$(find "$tmp" -maxdepth 1 -name 'marukv-bench.*')"
+
 # ---- marukv-bench lookup, getsize and put -------------------------------------
 
 # Their Redis peer needs redis-server; without it they run without the peer.

@@ -31,6 +31,7 @@ static const struct command commands[] = {
 	{ "hitrate", cmd_hitrate, "prefix hit rate of marukv's eviction vs an exact LRU" },
 	{ "evict", cmd_evict, "keys evicted/s, and get latency with and without eviction" },
 	{ "flush", cmd_flush, "cost of clflush, clflushopt and clwb, and of invalidate+read" },
+	{ "coherence", cmd_coherence, "lookup, get and put latency: non-coherent vs coherent pool" },
 };
 
 static void usage(FILE *f)

@@ -7,8 +7,8 @@
  * (pools.c), the Redis peer (redis.c) and scratch directories
  * (scratch.c).  Their command lines are parsed from tables (options.h).
  * Each subcommand lives in a file of its own (demo.c, register.c,
- * takeover.c, lookup.c, getsize.c, put.c, flush.c...) and is listed in
- * the table in marukv-bench.c.
+ * takeover.c, lookup.c, getsize.c, put.c, flush.c, coherence.c...) and is
+ * listed in the table in marukv-bench.c.
  */
 #ifndef MARUKV_BENCH_H
 #define MARUKV_BENCH_H
@@ -40,6 +40,7 @@ int cmd_put(int argc, char **argv);
 int cmd_hitrate(int argc, char **argv);
 int cmd_evict(int argc, char **argv);
 int cmd_flush(int argc, char **argv);
+int cmd_coherence(int argc, char **argv);
 
 /* ---- the clock (timing.c) ------------------------------------------------ */
 
@@ -173,6 +174,7 @@ struct pool_spec {
 	uint32_t max_clients;     /* 0: the library's default */
 	uint64_t registry_size;   /* 0: the library's default */
 	unsigned wm_low, wm_high; /* eviction watermarks; 0, 0: no eviction */
+	unsigned coherence;       /* enum mkv_coherence; 0: the library's default */
 };
 /*
  * Create the pool at path and open it; this handle holds the lease (checked).

@@ -30,6 +30,8 @@ int pool_make(const char *path, const struct pool_spec *spec, const char *cmd,
 		rc = mkv_opts_set_registry_size(opts, spec->registry_size);
 	if (!rc)
 		rc = mkv_opts_set_watermarks(opts, spec->wm_low, spec->wm_high);
+	if (!rc && spec->coherence)
+		rc = mkv_opts_set_coherence(opts, (enum mkv_coherence)spec->coherence);
 	if (!rc)
 		rc = mkv_pool_open(path, MKV_CREATE, opts, out);
 	mkv_opts_delete(&opts);
