@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -103,7 +104,7 @@ service_round(struct mkv_pool *p, struct mkv_req *reqs)
 		mkv_recover_reap(p, false, &rep);
 		h->last_reap_ns = now;
 	}
-	rc = (n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH)) ? mkv_commit(p, reqs, n) : 0;
+	rc = (n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH, h->posted)) ? mkv_commit(p, reqs, n) : 0;
 	/* MKV_E_TIMEDOUT: nothing applied; they stay pending until we can write */
 	if (rc == MKV_E_FENCED)
 		mkv_lease_drop(p);
@@ -181,7 +182,10 @@ service_main(void *arg)
 	pthread_cond_broadcast(&h->wake);
 	reqs = h->batch = calloc(MKV_MAX_BATCH, sizeof(*reqs));
 	h->bells = calloc(p->sb->max_nodes, sizeof(*h->bells));
-	while (reqs && h->bells && !stop) {
+	h->posted = malloc(p->sb->max_clients * sizeof(*h->posted));
+	if (h->posted)
+		memset(h->posted, 0xff, p->sb->max_clients * sizeof(*h->posted));
+	while (reqs && h->bells && h->posted && !stop) {
 		uint32_t bell = __atomic_load_n(mkv_rq_doorbell(p), __ATOMIC_ACQUIRE);
 		unsigned n;
 
@@ -193,8 +197,10 @@ service_main(void *arg)
 	}
 	free(reqs);
 	free(h->bells);
+	free(h->posted);
 	h->batch = NULL;
 	h->bells = NULL;
+	h->posted = NULL;
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
 }

@@ -102,6 +102,7 @@ struct mkv_holder {
 	pthread_cond_t wake;      /* wakes the service thread when it does not hold */
 	struct mkv_req *batch;    /* the thread's requests; here, so a forked child reaches it */
 	uint32_t *bells;          /* the thread's: other nodes' doorbells as last seen (ring.c) */
+	uint64_t *posted;         /* the thread's: each slot's requests posted, as last seen */
 	uint64_t last_beat_ns;    /* our client heartbeat */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
 	/* the holder's view of the page table, kept by mkv_pages_move() */
@@ -406,7 +407,7 @@ uint32_t *mkv_rq_doorbell(const struct mkv_pool *p);
 void mkv_rq_ring(struct mkv_pool *p);
 bool mkv_rq_rung(const struct mkv_pool *p, uint32_t *seen);
 uint64_t mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice);
-unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max);
+unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max, uint64_t *seen);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);
 unsigned mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot);

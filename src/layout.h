@@ -162,7 +162,8 @@ struct mkv_slot {
 	uint64_t hits;         /* lookups that found their key: kept across owners */
 	uint64_t misses;
 	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
-	uint64_t reserved1[3];
+	uint64_t posted;       /* requests posted, counted after each (the holder's hint) */
+	uint64_t reserved1[2];
 	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t reserved2[15];

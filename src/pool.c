@@ -423,6 +423,7 @@ handle_free(struct mkv_pool *p)
 		free(p->rq.kept);
 		free(p->h.batch);
 		free(p->h.bells);
+		free(p->h.posted);
 	} else {
 		mkv_lease_fini(p);
 		mkv_epoch_fini(&p->epochs);

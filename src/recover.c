@@ -95,7 +95,7 @@ recover_pending(struct mkv_pool *p, const uint8_t *mark)
 
 	if (!reqs)
 		return;
-	n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH);
+	n = mkv_rq_collect(p, reqs, MKV_MAX_BATCH, NULL);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t grant = mkv_pages_grant_word(reqs[i].slot, reqs[i].inc);
 

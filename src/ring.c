@@ -365,6 +365,9 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	}
 	__atomic_store_n(&e->seq, *seq, __ATOMIC_RELEASE);
 	mkv_share_persist(p, e, offsetof(struct mkv_rq, key));
+	/* then the count the holder looks at before it reads a slot's entries */
+	__atomic_add_fetch(&p->slots[p->slot].posted, 1, __ATOMIC_SEQ_CST);
+	mkv_share_wb(p, &p->slots[p->slot].posted, sizeof(uint64_t));
 	mkv_rq_ring(p);
 	return 0;
 }
@@ -423,13 +426,24 @@ mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *r,
 	return 0;
 }
 
-/* Holder: every pending request of every slot, up to max. */
+/*
+ * Holder: every pending request of every slot, up to max.  With seen (per
+ * slot, the count of requests posted as of the last look that found none
+ * pending; UINT64_MAX: never looked), a slot whose count has not moved
+ * since is passed over: one line read for an idle slot instead of two for
+ * each of its entries, which in a non-coherent pool are invalidations.
+ */
 unsigned
-mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
+mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max, uint64_t *seen)
 {
 	unsigned n = 0;
 
 	for (uint32_t s = 0; s < p->sb->max_clients && n < max; s++) {
+		uint64_t posted = seen ? mkv_share_load(p, &p->slots[s].posted) : 0;
+		unsigned pending = 0;
+
+		if (seen && posted == seen[s])
+			continue;
 		for (unsigned i = 0; i < MKV_RQ_DEPTH && n < max; i++) {
 			struct mkv_rq *e = entry(p, s, i);
 			uint32_t seq = seq_load(p, e);
@@ -437,6 +451,7 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 
 			if (seq == 0 || answered(p, e, seq))
 				continue;
+			pending++;
 			if (e->klen <= MKV_KEY_MAX)
 				mkv_share_inval(p, e->key, e->klen);
 			*r = (struct mkv_req){
@@ -454,6 +469,8 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max)
 			rq_args_get(r, e);
 			n++;
 		}
+		if (seen && !pending)
+			seen[s] = posted;
 	}
 	return n;
 }

@@ -72,7 +72,7 @@ publish_req(const char *key, uint64_t page)
 static void
 collect(struct mkv_req *got, unsigned n)
 {
-	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH), n);
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, NULL), n);
 }
 
 /* Submit r from handle p; asserts it is posted, and returns its seq. */
@@ -184,6 +184,43 @@ START_TEST(test_post_answers_the_waiter)
 	ck_assert_int_eq(a->rq.busy, 0);
 	mkv_err_clear();
 	ck_assert_int_eq(mkv_rq_wait(a, ig, sg, &g, LONG_NS, false), MKV_E_INVAL);
+}
+END_TEST
+
+/*
+ * The holder's collection with the counts it saw: a slot with nothing new
+ * is passed over, a new request is seen by its slot's count, and a request
+ * left unanswered (a commit that could not write) is collected again
+ * although the count did not move.
+ */
+START_TEST(test_collect_passes_over_idle_slots_only)
+{
+	struct mkv_req r = publish_req("seen", 5), again = publish_req("seen-2", 9);
+	struct mkv_req got[MKV_MAX_BATCH];
+	uint64_t seen[TU_MAX_CLIENTS];
+	unsigned idx, idx2;
+	uint32_t seq;
+
+	ck_assert_uint_le(a->sb->max_clients, TU_MAX_CLIENTS);
+	memset(seen, 0xff, sizeof(seen));
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, seen), 0);
+	/* nothing pending anywhere: every slot's count noted */
+	ck_assert_uint_eq(seen[a->slot], a->slots[a->slot].posted);
+	seq = submit(a, &r, false, &idx);
+	ck_assert_uint_eq(seen[a->slot] + 1, a->slots[a->slot].posted);
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, seen), 1);
+	ck_assert_uint_eq(got[0].seq, seq);
+	/* not answered: still collected, the count unchanged */
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, seen), 1);
+	got[0].result = 0;
+	mkv_rq_post(b, got, 1);
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, seen), 0);
+	ck_assert_uint_eq(seen[a->slot], a->slots[a->slot].posted);
+	/* a slot passed over is looked at again once its count moves */
+	submit(a, &again, false, &idx2);
+	ck_assert_uint_eq(mkv_rq_collect(b, got, MKV_MAX_BATCH, seen), 1);
+	ck_assert_str_eq(got[0].key, "seen-2");
+	ck_assert_int_eq(mkv_rq_wait(a, idx, seq, &r, LONG_NS, false), 0);
 }
 END_TEST
 
@@ -381,6 +418,7 @@ ring_suite(void)
 	tcase_add_test(tc, test_collect_sees_the_request_as_submitted);
 	tcase_add_test(tc, test_percent_fields_round_trip);
 	tcase_add_test(tc, test_post_answers_the_waiter);
+	tcase_add_test(tc, test_collect_passes_over_idle_slots_only);
 	tcase_add_test(tc, test_an_answer_out_of_range_is_corrupt);
 	tcase_add_test(tc, test_a_stale_answer_is_not_taken);
 	tcase_add_test(tc, test_a_foreign_answer_is_not_taken);
