@@ -102,6 +102,19 @@ void json_number(FILE *f, double v, int decimals);
 const char *mkv_why(int rc);
 
 /* ---- child processes (proc.c) -------------------------------------------------- */
+/*
+ * What a parent and its measuring workers share (shared_alloc() of
+ * sizeof(struct job_shared) plus the samples): the run of the next job,
+ * which seeds its keys; whether a worker read a value that is not the one
+ * stored; the latencies of the last job (worker i's at i * calls, for a
+ * command with several).
+ */
+struct job_shared {
+	uint64_t run;
+	int32_t verify_failed;
+	int32_t pad_;
+	double samples[];
+};
 
 /* Zeroed memory shared with the children forked after this call; NULL on failure. */
 void *shared_alloc(size_t len);

@@ -82,18 +82,10 @@ struct co_opts {
 	int json;
 };
 
-/* What the parent and the workers share. */
-struct co_shared {
-	uint64_t run;             /* parent: the run of the next job (it seeds the keys) */
-	int32_t verify_failed;    /* the reader: a value is not what was stored */
-	int32_t pad_;
-	double samples[];         /* the latencies of the last job */
-};
-
 /* A worker: set by the parent before the fork, then the worker's own. */
 struct worker {
 	const struct co_opts *o;
-	struct co_shared *sh;
+	struct job_shared *sh;
 	double clock_ns;
 	char *path[M_COUNT];
 	struct mkv_pool *pool[M_COUNT];
@@ -372,7 +364,7 @@ static int measure(struct crew *crew, struct worker *w, struct row *rows, struct
 static int run_all(const struct co_opts *o, const char *dir, struct row *rows, struct row *cpu,
 		double clock_ns)
 {
-	size_t shlen = sizeof(struct co_shared) + o->ops * sizeof(double);
+	size_t shlen = sizeof(struct job_shared) + o->ops * sizeof(double);
 	struct worker w = { .o = o, .sh = shared_alloc(shlen), .clock_ns = clock_ns };
 	struct mkv_pool *pool[M_COUNT] = { NULL };
 	struct crew crew = { 0 };

@@ -51,18 +51,10 @@ struct gs_opts {
 	int json, redis;
 };
 
-/* What the parent and the reader share. */
-struct gs_shared {
-	uint64_t run;             /* parent: the run of the next job (it seeds the keys) */
-	int32_t verify_failed;    /* the reader: a value is not what was stored */
-	int32_t pad_;
-	double samples[];         /* the latencies of the last job */
-};
-
 /* The reader: set by the parent before the fork, then the reader's own. */
 struct reader {
 	const struct gs_opts *o;
-	struct gs_shared *sh;
+	struct job_shared *sh;
 	double clock_ns;
 	const char *pool_path;
 	const struct redis_server *srv;   /* NULL: no Redis peer */
@@ -258,7 +250,7 @@ struct row {
 };
 
 /* One run: every size through each system. */
-static int measure(struct crew *crew, struct gs_shared *sh, const struct gs_opts *o,
+static int measure(struct crew *crew, struct job_shared *sh, const struct gs_opts *o,
 		struct row *rows, uint64_t run)
 {
 	struct summary s;
@@ -289,8 +281,8 @@ static int run_all(const struct gs_opts *o, const char *dir, const struct redis_
 		redisContext *rc_parent, struct row *rows, double clock_ns)
 {
 	struct reader r = { .o = o, .clock_ns = clock_ns, .srv = o->redis ? srv : NULL };
-	size_t shlen = sizeof(struct gs_shared) + o->ops * sizeof(double);
-	struct gs_shared *sh = shared_alloc(shlen);
+	size_t shlen = sizeof(struct job_shared) + o->ops * sizeof(double);
+	struct job_shared *sh = shared_alloc(shlen);
 	struct mkv_pool *pool = NULL;
 	struct crew crew = { 0 };
 	uint64_t pages = 0;

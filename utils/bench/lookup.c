@@ -103,18 +103,10 @@ static uint64_t op_calls(const struct lk_opts *o, enum op op)
 	return is_prefix(op) ? o->prefix_ops : o->ops;
 }
 
-/* What the parent and the readers share. */
-struct lk_shared {
-	uint64_t run;             /* parent: the run of the next job (it seeds the keys) */
-	int32_t verify_failed;    /* a reader: a value is not what was stored */
-	int32_t pad_;
-	double samples[];         /* reader i's latencies of a job at [i * calls] */
-};
-
 /* A reader: set by the parent before the fork, then the reader's own. */
 struct reader {
 	const struct lk_opts *o;
-	struct lk_shared *sh;
+	struct job_shared *sh;
 	uint64_t nkeys, npages, mapsize;
 	size_t entry_len;         /* the LMDB peer's values: as long as marukv's entries */
 	double clock_ns;
@@ -235,7 +227,6 @@ static int fill_marukv(struct mkv_pool *pool, const struct lk_opts *o, uint64_t 
 	}
 	return rc;
 }
-
 
 /* The peer's entries, committed TXN_PUTS at a time; 0 or -1 (reported). */
 static int fill_entries(MDB_env *env, MDB_dbi entries, const struct reader *r,
@@ -603,7 +594,7 @@ struct row {
 };
 
 /* Run every system once in the first n readers: the row's figures of this run. */
-static int measure(struct crew *crew, struct lk_shared *sh, const struct lk_opts *o,
+static int measure(struct crew *crew, struct job_shared *sh, const struct lk_opts *o,
 		struct row *row, uint64_t run)
 {
 	struct summary s;
@@ -639,7 +630,7 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	struct reader r = { .o = o, .nkeys = nkeys, .npages = npages, .clock_ns = clock_ns,
 		.srv = o->redis ? srv : NULL };
 	struct mkv_pool *pool = NULL;
-	struct lk_shared *sh = NULL;
+	struct job_shared *sh = NULL;
 	struct crew crew = { 0 };
 	struct mkv_stat st;
 	uint8_t key[BENCH_KEY_LEN];
