@@ -267,6 +267,45 @@ START_TEST(test_live_hosts_keep_their_roles)
 }
 END_TEST
 
+/*
+ * Two hosts race for a dead holder's lease, round after round: each sends
+ * its write at once, both writes succeed, exactly one of the two holds the
+ * lease after, and every key either wrote is there.  Split brain between
+ * hosts would show as two holders, a lost key or a registry that does not
+ * verify.
+ */
+START_TEST(test_hosts_race_for_a_dead_holders_lease)
+{
+	for (unsigned round = 0; round < 3; round++) {
+		struct tu_host h[3];
+
+		host_start(&h[0], "h1", "noncoherent", "0");
+		host_start(&h[1], "h2", "noncoherent", "0");
+		host_start(&h[2], "h3", "noncoherent", "0");
+		ck_assert_int_eq(tu_host_do(&h[0], "put z %u 1", round), 1);
+		ck_assert_int_eq(kill(h[0].pid, SIGKILL), 0);
+		ck_assert_int_ne(tu_reap(h[0].pid, 10), 0);
+		fclose(h[0].to);
+		fclose(h[0].from);
+		tu_host_send(&h[1], "put x %u %u", round * KEYS, KEYS);
+		tu_host_send(&h[2], "put y %u %u", round * KEYS, KEYS);
+		ck_assert_int_eq(tu_host_recv(&h[1]), KEYS);
+		ck_assert_int_eq(tu_host_recv(&h[2]), KEYS);
+		ck_assert_int_eq(tu_host_do(&h[1], "holds") + tu_host_do(&h[2], "holds"), 1);
+		ck_assert_int_eq(tu_host_do(&h[1], "check y 0 %u", (round + 1) * KEYS),
+				(round + 1) * KEYS);
+		ck_assert_int_eq(tu_host_do(&h[2], "check x 0 %u", (round + 1) * KEYS),
+				(round + 1) * KEYS);
+		ck_assert_int_eq(tu_host_do(&h[2], "check z 0 %u", round + 1), round + 1);
+		ck_assert_int_eq(tu_host_do(&h[1], "verify"), 0);
+		for (int i = 1; i < 3; i++) {
+			ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+			tu_host_end(&h[i]);
+		}
+	}
+}
+END_TEST
+
 static Suite *
 hosts_suite(void)
 {
@@ -280,6 +319,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_coherent_pool_across_hosts_reads_stale_values);
 	tcase_add_test(tc, test_holder_killed_on_one_host_is_replaced_on_another);
 	tcase_add_test(tc, test_live_hosts_keep_their_roles);
+	tcase_add_test(tc, test_hosts_race_for_a_dead_holders_lease);
 	suite_add_tcase(s, tc);
 	return s;
 }
