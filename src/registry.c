@@ -200,7 +200,8 @@ lock_file(struct mkv_pool *p)
  * takes its snapshot from the last txn id in it, which only commits made
  * on this host advance.  Map it, to advance it from the metas before each
  * read txn (mkv_reg_fresh_metas()), after checking that it is laid out as
- * this library knows: LMDB's magic, and the id where we look for it.  The
+ * this library knows: LMDB's magic and lock format, and an id where we look
+ * for it that no meta has passed.  The
  * descriptor is opened before LMDB opens the file (created as LMDB would,
  * where a host's lock file does not exist yet) and closed after LMDB has
  * closed it: closing any descriptor of a file drops every fcntl() lock the
@@ -209,7 +210,7 @@ lock_file(struct mkv_pool *p)
 static int
 lock_txnid_map(struct mkv_pool *p)
 {
-	MDB_envinfo before, after;
+	MDB_envinfo info;
 	const uint32_t *head;
 	uint64_t id;
 	void *map;
@@ -220,10 +221,14 @@ lock_txnid_map(struct mkv_pool *p)
 		return mkv_err(-errno, "pool %s: cannot map registry.mdb-lock: %m", p->path);
 	p->reg->lock_map = map;
 	head = map;
-	mdb_env_info(p->reg->env, &before);
+	/*
+	 * The id trails the newest meta's: a writer here stores it after the
+	 * meta, and another host's commits never reach it.  It is never ahead.
+	 */
 	id = __atomic_load_n((uint64_t *)((char *)map + MKV_REG_LOCK_TXNID), __ATOMIC_ACQUIRE);
-	mdb_env_info(p->reg->env, &after);
-	if (head[0] != MKV_REG_LOCK_MAGIC || id < before.me_last_txnid || id > after.me_last_txnid)
+	mdb_env_info(p->reg->env, &info);
+	if (head[0] != MKV_REG_LOCK_MAGIC || head[1] != MKV_REG_LOCK_FORMAT || id == 0 ||
+	    id > info.me_last_txnid)
 		return mkv_err(MKV_E_INTERNAL,
 				"pool %s: registry.mdb-lock is not laid out as this library knows (LMDB 0.9 on x86-64): a non-coherent pool cannot be read with this LMDB",
 				p->path);

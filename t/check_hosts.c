@@ -306,6 +306,30 @@ START_TEST(test_hosts_race_for_a_dead_holders_lease)
 }
 END_TEST
 
+/*
+ * A second process of a host opens the pool while its host's LMDB lock
+ * file, kept by the first, trails another host's commits: the id there
+ * is behind the newest meta, and that is no damage.
+ */
+START_TEST(test_a_second_process_of_a_host_opens_behind_other_hosts_commits)
+{
+	struct tu_host h1, h2a, h2b;
+
+	host_start(&h1, "h1", "noncoherent", "0");
+	host_start(&h2a, "h2", "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h1, "put a 0 %u", KEYS), KEYS);
+	host_start(&h2b, "h2", "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h2b, "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h2a, "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h2b, "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h2a, "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
+	tu_host_end(&h2b);
+	tu_host_end(&h2a);
+	tu_host_end(&h1);
+}
+END_TEST
+
 static Suite *
 hosts_suite(void)
 {
@@ -320,6 +344,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_holder_killed_on_one_host_is_replaced_on_another);
 	tcase_add_test(tc, test_live_hosts_keep_their_roles);
 	tcase_add_test(tc, test_hosts_race_for_a_dead_holders_lease);
+	tcase_add_test(tc, test_a_second_process_of_a_host_opens_behind_other_hosts_commits);
 	suite_add_tcase(s, tc);
 	return s;
 }

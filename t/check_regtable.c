@@ -13,9 +13,12 @@
  * registry only for requests in the ring, and there are none.
  */
 #include <endian.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "registry.h"
 #include "testutil.h"
 #include "unitutil.h"
 
@@ -534,6 +537,44 @@ START_TEST(test_scans_hand_on_records_they_cannot_decode)
 }
 END_TEST
 
+/*
+ * What a non-coherent pool reads of LMDB's formats, checked against the
+ * LMDB this is built with: the txn id of a meta page, and the magic,
+ * format and last txn id of the lock file, after commits, where the
+ * registry module looks for them.  A new LMDB that moves one fails here.
+ */
+START_TEST(test_lmdb_format_offsets_are_this_lmdbs)
+{
+	size_t psize = (size_t)sysconf(_SC_PAGESIZE);
+	MDB_envinfo info;
+	uint64_t meta[2], id;
+	uint32_t head[2];
+	int fd;
+
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(tu_put(p, "fmt", 3 + (size_t)i, 100), 0);
+	mdb_env_info(p->reg->env, &info);
+	fd = openat(p->dirfd, MKV_FILE_REGISTRY, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &meta[0], 8, MKV_REG_META_TXNID), 8);
+	ck_assert_int_eq(pread(fd, &meta[1], 8, (off_t)(psize + MKV_REG_META_TXNID)), 8);
+	close(fd);
+	ck_assert_uint_eq(meta[0] > meta[1] ? meta[0] : meta[1], info.me_last_txnid);
+	ck_assert_uint_eq(meta[0] > meta[1] ? meta[1] : meta[0], info.me_last_txnid - 1);
+	/* the lock file */
+	fd = openat(p->dirfd, MKV_FILE_LOCK, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, head, sizeof(head), 0), (ssize_t)sizeof(head));
+	ck_assert_int_eq(pread(fd, &id, 8, MKV_REG_LOCK_TXNID), 8);
+	ck_assert_uint_eq(head[0], MKV_REG_LOCK_MAGIC);
+	ck_assert_uint_eq(head[1], MKV_REG_LOCK_FORMAT);
+	ck_assert_uint_eq(id, info.me_last_txnid);
+	/* closing a descriptor of the lock file drops LMDB's locks: keep it to the end */
+	mkv_pool_close(&p);
+	close(fd);
+}
+END_TEST
+
 static Suite *
 regtable_suite(void)
 {
@@ -554,6 +595,7 @@ regtable_suite(void)
 	tcase_add_test(tc, test_fence_refuses_an_older_token);
 	tcase_add_test(tc, test_scans_in_key_order);
 	tcase_add_test(tc, test_scans_hand_on_records_they_cannot_decode);
+	tcase_add_test(tc, test_lmdb_format_offsets_are_this_lmdbs);
 	suite_add_tcase(s, tc);
 	return s;
 }
