@@ -549,10 +549,11 @@ START_TEST(test_lmdb_format_offsets_are_this_lmdbs)
 	MDB_envinfo info;
 	uint64_t meta[2], id;
 	uint32_t head[2];
+	char key[32];
 	int fd;
 
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(tu_put(p, "fmt", 3 + (size_t)i, 100), 0);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(tu_put(p, key, tu_key(key, "fmt", i), 100), 0);
 	mdb_env_info(p->reg->env, &info);
 	fd = openat(p->dirfd, MKV_FILE_REGISTRY, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
