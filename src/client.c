@@ -156,6 +156,7 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	/* the counters carry on from the slot's last owner */
 	mkv_share_inval(p, &s->beat, MKV_CACHELINE);
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->snap, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->node, p->node, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->flags, p->flags & MKV_RDONLY, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->boot, p->boot, __ATOMIC_SEQ_CST);

@@ -379,9 +379,13 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
 	mkv_share_init(p, hdr.coherence);
-	/* the client slot before the node entry: see mkv_lease_nodes_reclaim() */
-	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
-	    (rc = mkv_lease_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
+	/*
+	 * The client slot before the node entry (see mkv_lease_nodes_reclaim())
+	 * and before the registry, whose first read a slot protects in a
+	 * non-coherent pool (regsnap.c).
+	 */
+	if ((rc = pool_map(p, &hdr)) || (rc = mkv_lease_node_name(p, opts->node)) ||
+	    (rc = mkv_client_attach(p)) || (rc = mkv_reg_open(p, &hdr)) ||
 	    (rc = mkv_lease_node_attach(p)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);

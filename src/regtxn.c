@@ -95,6 +95,10 @@ mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
 	if (rc)
 		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
 	mkv_reg_fresh_metas(p);
+	if ((rc = mkv_reg_floor(p))) {
+		flock(p->super_fd, LOCK_UN);
+		return rc;
+	}
 	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
 		flock(p->super_fd, LOCK_UN);
 		return mkv_reg_err(rc, "registry: write txn");
@@ -127,6 +131,15 @@ meta_txnid(const struct mkv_pool *p, unsigned i)
 			MKV_REG_META_TXNID), __ATOMIC_ACQUIRE);
 }
 
+/* The newer meta's txn id, as this host's caches hold it. */
+uint64_t
+mkv_reg_newest_meta(const struct mkv_pool *p)
+{
+	uint64_t a = meta_txnid(p, 0), b = meta_txnid(p, 1);
+
+	return a > b ? a : b;
+}
+
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
@@ -143,7 +156,7 @@ mkv_reg_fresh_metas(struct mkv_pool *p)
 	 */
 	if (!p->reg->lock_txnid)
 		return;  /* opening: LMDB reads the metas itself */
-	newest = meta_txnid(p, 0) > meta_txnid(p, 1) ? meta_txnid(p, 0) : meta_txnid(p, 1);
+	newest = mkv_reg_newest_meta(p);
 	seen = __atomic_load_n(p->reg->lock_txnid, __ATOMIC_ACQUIRE);
 	while (seen < newest && !__atomic_compare_exchange_n(p->reg->lock_txnid, &seen, newest,
 			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -184,11 +197,32 @@ mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 	else
 		mdb_txn_abort(reg_txn(txn));
 	/* LMDB wrote its pages with write(2): this host's caches hold them */
-	if (commit && !rc)
+	if (commit && !rc) {
 		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
 				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		mkv_reg_floor_add(p);
+	}
 	flock(p->super_fd, LOCK_UN);
 	return rc ? mkv_reg_err(rc, "registry: commit") : 0;
+}
+
+/* Renew *t, a reset read txn (or NULL), or else begin a new one; on error *t is aborted, NULL. */
+int
+mkv_reg_rtxn_start(struct mkv_pool *p, MDB_txn **t)
+{
+	int rc;
+
+	if (*t) {
+		if (!mdb_txn_renew(*t))
+			return 0;
+		mdb_txn_abort(*t);
+		*t = NULL;
+	}
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, t))) {
+		*t = NULL;
+		return mkv_reg_err(rc, "registry: read txn");
+	}
+	return 0;
 }
 
 /* A read txn, renewed from the handle's cache when one is there. */
@@ -204,18 +238,14 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 			t = p->reg->rtxn[--p->reg->nrtxn];
 		pthread_mutex_unlock(&p->reg->lock);
 	}
-	mkv_reg_fresh_metas(p);
-	if (t) {
-		rc = mdb_txn_renew(t);
-		if (!rc) {
-			mkv_reg_fresh_snapshot(p, t);
-			*txn = reg_mkv_txn(t);
-			return 0;
-		}
-		mdb_txn_abort(t);
+	if (mkv_reg_snap_on(p)) {
+		rc = mkv_reg_snap_enter(p, &t);
+	} else {
+		mkv_reg_fresh_metas(p);
+		rc = mkv_reg_rtxn_start(p, &t);
 	}
-	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &t)))
-		return mkv_reg_err(rc, "registry: read txn");
+	if (rc)
+		return rc;
 	mkv_reg_fresh_snapshot(p, t);
 	*txn = reg_mkv_txn(t);
 	return 0;
@@ -227,6 +257,8 @@ mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *rtxn)
 {
 	MDB_txn *none = NULL, *txn = reg_txn(rtxn);
 
+	if (mkv_reg_snap_on(p))
+		mkv_reg_snap_leave(p, mdb_txn_id(txn));
 	mdb_txn_reset(txn);
 	/* One thread at a time (the common case) never takes the lock. */
 	if (__atomic_compare_exchange_n(&p->reg->ready, &none, txn, false, __ATOMIC_RELEASE,
