@@ -225,7 +225,10 @@ void mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, 
 void mkv_share_wb_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site);
 void mkv_share_persist_at(const struct mkv_pool *p, const void *addr, size_t len,
 		const char *site);
+void mkv_share_inval_n_at(const struct mkv_pool *p, const void *const *addr, unsigned n, size_t len,
+		const char *site);
 #define mkv_share_inval(p, a, n) mkv_share_inval_at((p), (a), (n), MKV_SITE)
+#define mkv_share_inval_n(p, a, n, len) mkv_share_inval_n_at((p), (a), (n), (len), MKV_SITE)
 #define mkv_share_wb(p, a, n) mkv_share_wb_at((p), (a), (n), MKV_SITE)
 #define mkv_share_persist(p, a, n) mkv_share_persist_at((p), (a), (n), MKV_SITE)
 #define mkv_share_load(p, w) __extension__({ \
@@ -376,6 +379,8 @@ bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_alive(const struct mkv_pool *p);
+int mkv_client_usable(const struct mkv_pool *p, const char *fn);
+int mkv_client_check_fresh(const struct mkv_pool *p, const char *fn);
 int mkv_client_check(const struct mkv_pool *p, const char *fn);
 int mkv_client_writable(const struct mkv_pool *p, const char *fn);
 void mkv_client_beat(struct mkv_pool *p);

@@ -33,6 +33,7 @@ struct mkv_registry {
 	const char *shadow;
 	size_t shadow_size;
 	uint64_t fresh_txn;
+	uint64_t metas_seen;     /* the newest meta's id when the metas were last invalidated whole */
 	/* and this host's LMDB lock file, where we advance the last txn id */
 	int lock_fd;
 	void *lock_map;

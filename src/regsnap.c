@@ -165,7 +165,8 @@ mkv_reg_snap_idle(struct mkv_pool *p)
 }
 
 /*
- * The oldest snap of a live reader, UINT64_MAX if none.  A dead reader's
+ * The oldest snap of a live reader on another kernel, UINT64_MAX if none
+ * (LMDB sees this kernel's readers in its lock table).  A dead reader's
  * claim is revoked (it learns so on its next call) and its snap counts no
  * more; only those below `upto` are judged, the others hold back nothing.
  */
@@ -180,7 +181,7 @@ oldest_reader(struct mkv_pool *p, uint64_t upto)
 		uint64_t owner = mkv_share_load(p, &s->owner);
 		uint64_t snap = MKV_SLOT_PID(owner) ? mkv_share_load(p, &s->snap) : 0;
 
-		if (snap == 0 || snap >= min)
+		if (snap == 0 || snap >= min || mkv_client_local(p, i, owner))
 			continue;
 		if (snap < upto && mkv_client_reap(p, i, owner))
 			continue;
@@ -229,8 +230,8 @@ mkv_reg_floor(struct mkv_pool *p)
 		mkv_clock_sleep(slice);
 	}
 	r->held_wait = false;
-	/* the slots are read when all txns are taken, or a millisecond after last time */
-	if (r->nheld > 1 && (r->nheld == MKV_REG_HELD || mkv_clock_now() - r->held_scan_ns >= 1000000)) {
+	/* the slots are read at most once a millisecond; when all txns are taken, a commit's replaces the newest */
+	if (r->nheld > 1 && mkv_clock_now() - r->held_scan_ns >= 1000000) {
 		unsigned keep = 0;
 
 		r->held_scan_ns = mkv_clock_now();

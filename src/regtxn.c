@@ -143,12 +143,41 @@ mkv_reg_newest_meta(const struct mkv_pool *p)
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
+	const void *owner = p->slot != UINT32_MAX ? &p->slots[p->slot].owner : NULL;
 	uint64_t newest, seen;
+	unsigned next;
 
 	if (!p->reg->shadow)
 		return;
-	mkv_share_inval(p, p->reg->shadow, MKV_REG_META_BYTES);
-	mkv_share_inval(p, p->reg->shadow + p->reg->psize, MKV_REG_META_BYTES);
+	/*
+	 * LMDB writes the metas in turn, meta (id & 1) for txn id, and a
+	 * meta's id last.  Once both were invalidated whole at newest id
+	 * `seen`, the next commit, and any after it, shows first in the line
+	 * of meta ((seen + 1) & 1) holding its id: while that is older, the
+	 * metas are as they were.  With that line, our slot's owner word,
+	 * which mkv_client_check_fresh() reads next: their reads wait for
+	 * memory together.
+	 */
+	seen = __atomic_load_n(&p->reg->metas_seen, __ATOMIC_ACQUIRE);
+	next = (unsigned)((seen + 1) & 1);
+	if (seen && p->reg->lock_txnid) {
+		const void *lines[2] = {
+			p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID, owner };
+
+		mkv_share_inval_n(p, lines, owner ? 2 : 1, sizeof(uint64_t));
+		if (meta_txnid(p, next) <= seen)
+			goto lock;
+	} else if (owner) {
+		mkv_share_inval(p, owner, sizeof(uint64_t));
+	}
+	{
+		const void *metas[2] = { p->reg->shadow, p->reg->shadow + p->reg->psize };
+
+		mkv_share_inval_n(p, metas, 2, MKV_REG_META_BYTES);
+		seen = mkv_reg_newest_meta(p);
+		__atomic_store_n(&p->reg->metas_seen, seen, __ATOMIC_RELEASE);
+	}
+lock:
 	/*
 	 * The newest meta's txn id into this host's lock file, where the next
 	 * read txn takes it from: never backwards (a writer on this host may
@@ -156,7 +185,7 @@ mkv_reg_fresh_metas(struct mkv_pool *p)
 	 */
 	if (!p->reg->lock_txnid)
 		return;  /* opening: LMDB reads the metas itself */
-	newest = mkv_reg_newest_meta(p);
+	newest = seen;
 	seen = __atomic_load_n(p->reg->lock_txnid, __ATOMIC_ACQUIRE);
 	while (seen < newest && !__atomic_compare_exchange_n(p->reg->lock_txnid, &seen, newest,
 			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -196,8 +225,11 @@ mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 		rc = mdb_txn_commit(reg_txn(txn));
 	else
 		mdb_txn_abort(reg_txn(txn));
-	/* LMDB wrote its pages with write(2): this host's caches hold them */
-	if (commit && !rc) {
+	/*
+	 * LMDB wrote its pages with write(2): this host's caches hold them.  A
+	 * txn that changed nothing made no snapshot (LMDB writes no meta).
+	 */
+	if (commit && !rc && p->reg->shadow && mkv_reg_newest_meta(p) == id) {
 		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
 				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		mkv_reg_floor_add(p);
