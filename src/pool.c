@@ -124,7 +124,7 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	if (n >= (ssize_t)(offsetof(struct mkv_super, version) + sizeof(sb->version)) &&
 	    sb->version != MKV_FORMAT_VERSION)
 		return mkv_err(MKV_E_VERSION,
-				"pool %s: format version %u; this library reads version %u",
+				"pool %s: format version %u; this library reads version %u: use a library of that version, or remove the pool directory (a cache: its values go) and open it again with MKV_CREATE",
 				p->path, sb->version, MKV_FORMAT_VERSION);
 	if (n < (ssize_t)sizeof(*sb))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is truncated (%zd bytes)", p->path, n);
