@@ -156,6 +156,7 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	/* the counters carry on from the slot's last owner */
 	mkv_share_inval(p, &s->beat, MKV_CACHELINE);
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->snap, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->node, p->node, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->flags, p->flags & MKV_RDONLY, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->boot, p->boot, __ATOMIC_SEQ_CST);
@@ -203,8 +204,27 @@ mkv_client_alive(const struct mkv_pool *p)
  * The checks every call on a handle makes first: a handle, not one
  * inherited across fork(), whose client still holds its slot.
  */
+static int
+expired(const struct mkv_pool *p, const char *fn)
+{
+	return mkv_err(MKV_E_EXPIRED,
+			"%s: pool %s: this handle's client was judged dead and lost its slot (paused longer than the client timeout?); its views may have changed: close the handle and open the pool again",
+			fn, p->path);
+}
+
 int
 mkv_client_check(const struct mkv_pool *p, const char *fn)
+{
+	int rc = mkv_client_usable(p, fn);
+
+	if (!rc && !mkv_client_alive(p))
+		rc = expired(p, fn);
+	return rc;
+}
+
+/* The first half of mkv_client_check(): a handle, not one inherited across fork(). */
+int
+mkv_client_usable(const struct mkv_pool *p, const char *fn)
 {
 	if (!p)
 		return mkv_err(MKV_E_INVAL, "%s: pool is NULL", fn);
@@ -212,10 +232,19 @@ mkv_client_check(const struct mkv_pool *p, const char *fn)
 		return mkv_err(MKV_E_INVAL,
 				"%s: a pool handle inherited across fork(): open the pool in this process",
 				fn);
-	if (!mkv_client_alive(p))
-		return mkv_err(MKV_E_EXPIRED,
-				"%s: pool %s: this handle's client was judged dead and lost its slot (paused longer than the client timeout?); its views may have changed: close the handle and open the pool again",
-				fn, p->path);
+	return 0;
+}
+
+/*
+ * The second half, right after mkv_reg_rtxn(), which invalidated our
+ * owner word's line together with the registry's metas (one wait for
+ * memory instead of two): the word is read as it is.
+ */
+int
+mkv_client_check_fresh(const struct mkv_pool *p, const char *fn)
+{
+	if (__atomic_load_n(&p->slots[p->slot].owner, __ATOMIC_SEQ_CST) != mkv_client_owner(p))
+		return expired(p, fn);
 	return 0;
 }
 

@@ -43,3 +43,12 @@ mkv_clock_age_ms(uint64_t wall_ns)
 	return now >= wall_ns ? (int64_t)((now - wall_ns) / 1000000) :
 		-(int64_t)((wall_ns - now) / 1000000);
 }
+
+/* Sleep ns nanoseconds (less if a signal comes). */
+void
+mkv_clock_sleep(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+
+	nanosleep(&ts, NULL);
+}

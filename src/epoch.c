@@ -57,19 +57,62 @@ ring_grow(struct mkv_epochs *ep)
 }
 
 /*
- * Publish our pin.  If our claim on the slot was revoked meanwhile (we were
- * judged dead), the slot may be another client's by now: put back the pin
- * that was there.  The caller learns of it from mkv_client_alive().
+ * Publish a word of our slot's owner line (our pin, our registry snapshot).
+ * If our claim on the slot was revoked meanwhile (we were judged dead), the
+ * slot may be another client's by now: put back the word that was there.
+ * The caller learns of it from mkv_client_alive().
  */
-static void
-pin_store(struct mkv_pool *p, uint64_t pin)
+void
+mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v)
 {
-	uint64_t *w = &p->slots[p->slot].pin, old = mkv_share_load(p, w);
+	uint64_t old = mkv_share_load(p, w);
 
-	mkv_share_store(p, w, pin);
+	mkv_share_store(p, w, v);
 	mkv_full_fence();
 	if (!mkv_client_alive(p))
-		mkv_share_cas(p, w, pin, old);
+		mkv_share_cas(p, w, v, old);
+}
+
+/* With ep->lock held: count n more under txn, no older than any counted. */
+int
+mkv_epoch_add(struct mkv_epochs *ep, uint64_t txn, uint64_t n)
+{
+	struct mkv_epoch_ent *tail = ep->n ? ring_at(ep, ep->n - 1) : NULL;
+
+	if (tail && tail->txn == txn) {
+		tail->count += n;
+		return 0;
+	}
+	if (ep->n == ep->cap && ring_grow(ep))
+		return mkv_err(MKV_E_NOMEM, "epoch: out of memory");
+	*ring_at(ep, ep->n++) = (struct mkv_epoch_ent){ txn, n };
+	return 0;
+}
+
+/*
+ * With ep->lock held: n fewer under txn.  True if the oldest txn counted
+ * changed; *head is then the new one (0: none).
+ */
+bool
+mkv_epoch_sub(struct mkv_epochs *ep, uint64_t txn, uint64_t n, uint64_t *head)
+{
+	bool changed = false;
+
+	for (unsigned i = 0; i < ep->n; i++) {
+		struct mkv_epoch_ent *e = ring_at(ep, i);
+
+		if (e->txn == txn) {
+			e->count -= n < e->count ? n : e->count;
+			break;
+		}
+	}
+	while (ep->n && ring_at(ep, 0)->count == 0) {
+		ep->head = (ep->head + 1) % ep->cap;
+		ep->n--;
+		changed = true;
+	}
+	*head = ep->n ? ring_at(ep, 0)->txn : 0;
+	return changed;
 }
 
 /*
@@ -81,24 +124,16 @@ uint64_t
 mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews)
 {
 	struct mkv_epochs *ep = &p->epochs;
-	struct mkv_epoch_ent *tail;
 	uint64_t txn;
+	bool first;
 
 	pthread_mutex_lock(&ep->lock);
 	txn = mkv_reg_last_txn(p);
-	tail = ep->n ? ring_at(ep, ep->n - 1) : NULL;
-	if (tail && tail->txn == txn) {
-		tail->count += nviews;
-	} else {
-		if (ep->n == ep->cap && ring_grow(ep)) {
-			pthread_mutex_unlock(&ep->lock);
-			mkv_err(MKV_E_NOMEM, "epoch: out of memory");
-			return 0;
-		}
-		*ring_at(ep, ep->n) = (struct mkv_epoch_ent){ txn, nviews };
-		if (ep->n++ == 0)
-			pin_store(p, txn);
-	}
+	first = ep->n == 0;
+	if (mkv_epoch_add(ep, txn, nviews))
+		txn = 0;
+	else if (first)
+		mkv_epoch_publish(p, &p->slots[p->slot].pin, txn);
 	pthread_mutex_unlock(&ep->lock);
 	return txn;
 }
@@ -107,24 +142,11 @@ void
 mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews)
 {
 	struct mkv_epochs *ep = &p->epochs;
-	bool head_changed = false;
+	uint64_t head;
 
 	pthread_mutex_lock(&ep->lock);
-	for (unsigned i = 0; i < ep->n; i++) {
-		struct mkv_epoch_ent *e = ring_at(ep, i);
-
-		if (e->txn == txn) {
-			e->count -= nviews < e->count ? nviews : e->count;
-			break;
-		}
-	}
-	while (ep->n && ring_at(ep, 0)->count == 0) {
-		ep->head = (ep->head + 1) % ep->cap;
-		ep->n--;
-		head_changed = true;
-	}
-	if (head_changed)
-		pin_store(p, ep->n ? ring_at(ep, 0)->txn : 0);
+	if (mkv_epoch_sub(ep, txn, nviews, &head))
+		mkv_epoch_publish(p, &p->slots[p->slot].pin, head);
 	pthread_mutex_unlock(&ep->lock);
 }
 

@@ -117,10 +117,11 @@ mkv_exists(struct mkv_pool *pool, const void *key, size_t klen)
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = mkv_client_check(pool, "mkv_exists")) || (rc = mkv_valid_key(key, klen)) ||
+	if ((rc = mkv_client_usable(pool, "mkv_exists")) || (rc = mkv_valid_key(key, klen)) ||
 	    (rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
-	rc = mkv_reg_exists(pool, txn, key, klen);
+	if (!(rc = mkv_client_check_fresh(pool, "mkv_exists")))
+		rc = mkv_reg_exists(pool, txn, key, klen);
 	mkv_reg_rtxn_done(pool, txn);
 	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
 	if (rc == MKV_E_NOTFOUND)
@@ -136,7 +137,7 @@ mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = mkv_client_check(pool, "mkv_prefix_len")) ||
+	if ((rc = mkv_client_usable(pool, "mkv_prefix_len")) ||
 	    (rc = mkv_valid_keys(keys, n, "mkv_prefix_len")))
 		return rc;
 	if (!hits)
@@ -146,6 +147,8 @@ mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size
 		return 0;
 	if ((rc = mkv_reg_rtxn(pool, &txn)))
 		return rc;
+	if ((rc = mkv_client_check_fresh(pool, "mkv_prefix_len")))
+		i = n;
 	for (; i < n; i++)
 		if ((rc = mkv_reg_exists(pool, txn, keys[i].data, keys[i].len)))
 			break;

@@ -91,6 +91,10 @@ service_round(struct mkv_pool *p, struct mkv_req *reqs)
 		mkv_client_beat(p);
 		h->last_beat_ns = now;
 	}
+	if (p->noncoherent && now - h->last_idle_ns >= p->lease_period_ns / 4) {
+		mkv_reg_snap_idle(p);
+		h->last_idle_ns = now;
+	}
 	if (h->holding && now - h->last_renew_ns >= p->lease_period_ns / 4 &&
 	    mkv_lease_beat(p) != 0)
 		mkv_lease_drop(p);
@@ -145,6 +149,9 @@ service_sleep(struct mkv_pool *p, uint32_t bell)
 	uint64_t quarter = p->lease_period_ns / 4, beat = p->client_timeout_ns / 4;
 	struct timespec ts;
 
+	/* a non-coherent pool's idle registry reader lets go within a quarter period */
+	if (p->noncoherent && quarter < beat)
+		beat = quarter;
 	if (h->holding) {
 		pthread_mutex_unlock(&h->lock);
 		bell_wait(p, bell, quarter < beat ? quarter : beat);

@@ -35,6 +35,7 @@ void mkv_log(enum mkv_log_level level, const char *fmt, ...)
 uint64_t mkv_clock_now(void);
 uint64_t mkv_clock_wall(void);
 int64_t mkv_clock_age_ms(uint64_t wall_ns);
+void mkv_clock_sleep(uint64_t ns);
 
 /* hash.c: hashes stored in the pool */
 uint64_t mkv_hash_fnv1a(const void *buf, size_t len);
@@ -59,7 +60,10 @@ struct mkv_mapping {
 int mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
 void mkv_persist_unmap(struct mkv_mapping *m);
 
-/* epoch.c: this client's outstanding views, by the txn they pinned */
+/*
+ * epoch.c: counts by registry txn, oldest first: this client's outstanding
+ * views by the txn they pinned, its registry reads by snapshot (regsnap.c)
+ */
 struct mkv_epoch_ent {
 	uint64_t txn;
 	uint64_t count;
@@ -104,6 +108,7 @@ struct mkv_holder {
 	uint32_t *bells;          /* the thread's: other nodes' doorbells as last seen (ring.c) */
 	uint64_t *posted;         /* the thread's: each slot's requests posted, as last seen */
 	uint64_t last_beat_ns;    /* our client heartbeat */
+	uint64_t last_idle_ns;    /* our registry snap last looked at (regsnap.c) */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
 	/* the holder's view of the page table, kept by mkv_pages_move() */
 	uint64_t free_pages, quarantined_pages;
@@ -220,7 +225,10 @@ void mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, 
 void mkv_share_wb_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site);
 void mkv_share_persist_at(const struct mkv_pool *p, const void *addr, size_t len,
 		const char *site);
+void mkv_share_inval_n_at(const struct mkv_pool *p, const void *const *addr, unsigned n, size_t len,
+		const char *site);
 #define mkv_share_inval(p, a, n) mkv_share_inval_at((p), (a), (n), MKV_SITE)
+#define mkv_share_inval_n(p, a, n, len) mkv_share_inval_n_at((p), (a), (n), (len), MKV_SITE)
 #define mkv_share_wb(p, a, n) mkv_share_wb_at((p), (a), (n), MKV_SITE)
 #define mkv_share_persist(p, a, n) mkv_share_persist_at((p), (a), (n), MKV_SITE)
 #define mkv_share_load(p, w) __extension__({ \
@@ -315,6 +323,8 @@ int mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn);
 int mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit);
 int mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn);
 void mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *txn);
+void mkv_reg_snap_idle(struct mkv_pool *p);
+void mkv_reg_floor_drop(struct mkv_pool *p);
 uint64_t mkv_reg_txn_id(struct mkv_txn *txn);
 uint64_t mkv_reg_last_txn(struct mkv_pool *p);
 uint64_t mkv_reg_used(struct mkv_pool *p);
@@ -369,6 +379,8 @@ bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_alive(const struct mkv_pool *p);
+int mkv_client_usable(const struct mkv_pool *p, const char *fn);
+int mkv_client_check_fresh(const struct mkv_pool *p, const char *fn);
 int mkv_client_check(const struct mkv_pool *p, const char *fn);
 int mkv_client_writable(const struct mkv_pool *p, const char *fn);
 void mkv_client_beat(struct mkv_pool *p);
@@ -425,6 +437,9 @@ void mkv_handout_end(struct mkv_handout *h, uint64_t token, bool keep);
 /* epoch.c */
 int mkv_epoch_init(struct mkv_epochs *ep);
 void mkv_epoch_fini(struct mkv_epochs *ep);
+int mkv_epoch_add(struct mkv_epochs *ep, uint64_t txn, uint64_t n);
+bool mkv_epoch_sub(struct mkv_epochs *ep, uint64_t txn, uint64_t n, uint64_t *head);
+void mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v);
 uint64_t mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews);
 void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
 uint64_t mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto);

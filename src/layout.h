@@ -38,7 +38,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 8U
+#define MKV_FORMAT_VERSION 9U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -163,7 +163,9 @@ struct mkv_slot {
 	uint64_t misses;
 	uint64_t pin;          /* registry txn bound of this client's views; 0 none */
 	uint64_t posted;       /* requests posted, counted after each (the holder's hint) */
-	uint64_t reserved1[2];
+	uint64_t snap;         /* non-coherent pools: no newer than any registry snapshot
+	                        * the owner reads (regsnap.c); 0 none */
+	uint64_t reserved1[1];
 	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t reserved2[15];

@@ -497,6 +497,7 @@ mkv_lease_drop(struct mkv_pool *p)
 	if (!h->holding)
 		return;
 	h->holding = false;
+	mkv_reg_floor_drop(p);
 	mkv_log(MKV_LOG_INFO, "pool %s: lease dropped: node %s generation %llu", p->path,
 			p->node_name, (unsigned long long)h->generation);
 }

@@ -124,7 +124,7 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	if (n >= (ssize_t)(offsetof(struct mkv_super, version) + sizeof(sb->version)) &&
 	    sb->version != MKV_FORMAT_VERSION)
 		return mkv_err(MKV_E_VERSION,
-				"pool %s: format version %u; this library reads version %u",
+				"pool %s: format version %u; this library reads version %u: use a library of that version, or remove the pool directory (a cache: its values go) and open it again with MKV_CREATE",
 				p->path, sb->version, MKV_FORMAT_VERSION);
 	if (n < (ssize_t)sizeof(*sb))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: super is truncated (%zd bytes)", p->path, n);
@@ -379,9 +379,13 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
 	mkv_share_init(p, hdr.coherence);
-	/* the client slot before the node entry: see mkv_lease_nodes_reclaim() */
-	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
-	    (rc = mkv_lease_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
+	/*
+	 * The client slot before the node entry (see mkv_lease_nodes_reclaim())
+	 * and before the registry, whose first read a slot protects in a
+	 * non-coherent pool (regsnap.c).
+	 */
+	if ((rc = pool_map(p, &hdr)) || (rc = mkv_lease_node_name(p, opts->node)) ||
+	    (rc = mkv_client_attach(p)) || (rc = mkv_reg_open(p, &hdr)) ||
 	    (rc = mkv_lease_node_attach(p)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);

@@ -32,10 +32,16 @@
 static int
 reg_new(struct mkv_pool *p)
 {
+	int rc;
+
 	if (!(p->reg = calloc(1, sizeof(*p->reg))))
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
 	p->reg->lock_fd = -1;
-	return 0;
+	if ((rc = mkv_reg_snap_init(p))) {
+		free(p->reg);
+		p->reg = NULL;
+	}
+	return rc;
 }
 
 static unsigned
@@ -395,14 +401,21 @@ format_check(struct mkv_pool *p, MDB_txn *txn)
 static int
 first_txn(struct mkv_pool *p, const struct mkv_super *sb)
 {
-	MDB_txn *txn;
+	MDB_txn *txn = NULL;
 	MDB_val k = { 4, "uuid" }, d;
 	struct mkv_regcheck c;
+	uint64_t id;
 	int rc;
 
-	mkv_reg_fresh_metas(p);
-	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &txn)))
-		return mkv_reg_err(rc, "registry: begin");
+	if (mkv_reg_snap_on(p))
+		rc = mkv_reg_snap_enter(p, &txn);
+	else {
+		mkv_reg_fresh_metas(p);
+		rc = mkv_reg_rtxn_start(p, &txn);
+	}
+	if (rc)
+		return rc;
+	id = mdb_txn_id(txn);
 	mkv_reg_fresh_snapshot(p, txn);
 	if ((rc = walk(p, txn, &c)) || (rc = map_find(p, txn, &c)) ||
 	    (rc = format_check(p, txn)) || (rc = dbis_open(p, txn, 0)))
@@ -421,6 +434,8 @@ first_txn(struct mkv_pool *p, const struct mkv_super *sb)
 out:
 	if (txn)
 		mdb_txn_abort(txn);
+	if (mkv_reg_snap_on(p))
+		mkv_reg_snap_leave(p, id);
 	return rc;
 }
 
@@ -465,6 +480,7 @@ mkv_reg_close(struct mkv_pool *p)
 		free(p->reg->rtxn);
 		pthread_mutex_destroy(&p->reg->lock);
 	}
+	mkv_reg_snap_fini(p);
 	if (p->reg->env)
 		mdb_env_close(p->reg->env);
 	if (p->reg->shadow)
@@ -488,6 +504,7 @@ mkv_reg_forget(struct mkv_pool *p)
 	if (!p->reg)
 		return;
 	free(p->reg->rtxn);
+	free(p->reg->snaps.ring);
 	free(p->reg);
 	p->reg = NULL;
 }

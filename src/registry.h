@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * registry.h -- private to the registry module (registry.c: the LMDB
- * environment; regtxn.c: its transactions; regtable.c: the tables and
- * their formats; regcheck.c: the file's structure, read before LMDB
- * trusts it).
- * Only these four files include lmdb.h: the rest of the library asks
+ * environment; regtxn.c: its transactions; regsnap.c: its snapshots
+ * between hosts; regtable.c: the tables and their formats; regcheck.c:
+ * the file's structure, read before LMDB trusts it).
+ * Only these five files include lmdb.h: the rest of the library asks
  * them through internal.h's mkv_reg_* calls, and holds a registry txn as
  * a struct mkv_txn.
  */
@@ -14,6 +14,9 @@
 #include <lmdb.h>
 
 #include "internal.h"
+
+/* Read txns a lease holder keeps to protect snapshots from reuse (regsnap.c). */
+#define MKV_REG_HELD 8U
 
 struct mkv_registry {
 	MDB_env *env;
@@ -30,10 +33,28 @@ struct mkv_registry {
 	const char *shadow;
 	size_t shadow_size;
 	uint64_t fresh_txn;
+	uint64_t metas_seen;     /* the newest meta's id when the metas were last invalidated whole */
 	/* and this host's LMDB lock file, where we advance the last txn id */
 	int lock_fd;
 	void *lock_map;
 	uint64_t *lock_txnid;
+	/*
+	 * and the snapshots this handle reads, counted by txn under
+	 * snaps.lock; what our slot's snap says, whether it was published in
+	 * time, whether a read began since the service thread last looked
+	 * (regsnap.c)
+	 */
+	struct mkv_epochs snaps;
+	uint64_t snap_pub;
+	bool snap_ok, snap_used;
+	/* a holder's read txns that keep its snapshots from reuse, oldest first */
+	pthread_mutex_t held_lock;
+	MDB_txn *held[MKV_REG_HELD];
+	uint64_t held_id[MKV_REG_HELD];
+	unsigned nheld;
+	uint64_t held_gen;       /* the lease generation they were taken under */
+	uint64_t held_scan_ns;   /* when the readers' snaps were last read */
+	bool held_wait;          /* not yet seen every reader at the first or later */
 };
 
 /*
@@ -65,11 +86,22 @@ static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
 
 /* regtxn.c */
 int mkv_reg_err(int rc, const char *what);
+int mkv_reg_rtxn_start(struct mkv_pool *p, MDB_txn **t);
+uint64_t mkv_reg_newest_meta(const struct mkv_pool *p);
 void mkv_reg_fresh_metas(struct mkv_pool *p);
 void mkv_reg_fresh_pages(struct mkv_pool *p, uint64_t last_pgno);
 void mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn);
 /* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
 int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
+
+/* regsnap.c */
+int mkv_reg_snap_init(struct mkv_pool *p);
+void mkv_reg_snap_fini(struct mkv_pool *p);
+bool mkv_reg_snap_on(const struct mkv_pool *p);
+int mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t);
+void mkv_reg_snap_leave(struct mkv_pool *p, uint64_t id);
+int mkv_reg_floor(struct mkv_pool *p);
+void mkv_reg_floor_add(struct mkv_pool *p);
 
 /* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */
 struct mkv_regcheck {

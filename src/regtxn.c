@@ -95,6 +95,10 @@ mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
 	if (rc)
 		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
 	mkv_reg_fresh_metas(p);
+	if ((rc = mkv_reg_floor(p))) {
+		flock(p->super_fd, LOCK_UN);
+		return rc;
+	}
 	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
 		flock(p->super_fd, LOCK_UN);
 		return mkv_reg_err(rc, "registry: write txn");
@@ -127,15 +131,53 @@ meta_txnid(const struct mkv_pool *p, unsigned i)
 			MKV_REG_META_TXNID), __ATOMIC_ACQUIRE);
 }
 
+/* The newer meta's txn id, as this host's caches hold it. */
+uint64_t
+mkv_reg_newest_meta(const struct mkv_pool *p)
+{
+	uint64_t a = meta_txnid(p, 0), b = meta_txnid(p, 1);
+
+	return a > b ? a : b;
+}
+
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
+	const void *owner = p->slot != UINT32_MAX ? &p->slots[p->slot].owner : NULL;
 	uint64_t newest, seen;
+	unsigned next;
 
 	if (!p->reg->shadow)
 		return;
-	mkv_share_inval(p, p->reg->shadow, MKV_REG_META_BYTES);
-	mkv_share_inval(p, p->reg->shadow + p->reg->psize, MKV_REG_META_BYTES);
+	/*
+	 * LMDB writes the metas in turn, meta (id & 1) for txn id, and a
+	 * meta's id last.  Once both were invalidated whole at newest id
+	 * `seen`, the next commit, and any after it, shows first in the line
+	 * of meta ((seen + 1) & 1) holding its id: while that is older, the
+	 * metas are as they were.  With that line, our slot's owner word,
+	 * which mkv_client_check_fresh() reads next: their reads wait for
+	 * memory together.
+	 */
+	seen = __atomic_load_n(&p->reg->metas_seen, __ATOMIC_ACQUIRE);
+	next = (unsigned)((seen + 1) & 1);
+	if (seen && p->reg->lock_txnid) {
+		const void *lines[2] = {
+			p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID, owner };
+
+		mkv_share_inval_n(p, lines, owner ? 2 : 1, sizeof(uint64_t));
+		if (meta_txnid(p, next) <= seen)
+			goto lock;
+	} else if (owner) {
+		mkv_share_inval(p, owner, sizeof(uint64_t));
+	}
+	{
+		const void *metas[2] = { p->reg->shadow, p->reg->shadow + p->reg->psize };
+
+		mkv_share_inval_n(p, metas, 2, MKV_REG_META_BYTES);
+		seen = mkv_reg_newest_meta(p);
+		__atomic_store_n(&p->reg->metas_seen, seen, __ATOMIC_RELEASE);
+	}
+lock:
 	/*
 	 * The newest meta's txn id into this host's lock file, where the next
 	 * read txn takes it from: never backwards (a writer on this host may
@@ -143,7 +185,7 @@ mkv_reg_fresh_metas(struct mkv_pool *p)
 	 */
 	if (!p->reg->lock_txnid)
 		return;  /* opening: LMDB reads the metas itself */
-	newest = meta_txnid(p, 0) > meta_txnid(p, 1) ? meta_txnid(p, 0) : meta_txnid(p, 1);
+	newest = seen;
 	seen = __atomic_load_n(p->reg->lock_txnid, __ATOMIC_ACQUIRE);
 	while (seen < newest && !__atomic_compare_exchange_n(p->reg->lock_txnid, &seen, newest,
 			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -183,12 +225,36 @@ mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 		rc = mdb_txn_commit(reg_txn(txn));
 	else
 		mdb_txn_abort(reg_txn(txn));
-	/* LMDB wrote its pages with write(2): this host's caches hold them */
-	if (commit && !rc)
+	/*
+	 * LMDB wrote its pages with write(2): this host's caches hold them.  A
+	 * txn that changed nothing made no snapshot (LMDB writes no meta).
+	 */
+	if (commit && !rc && p->reg->shadow && mkv_reg_newest_meta(p) == id) {
 		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
 				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		mkv_reg_floor_add(p);
+	}
 	flock(p->super_fd, LOCK_UN);
 	return rc ? mkv_reg_err(rc, "registry: commit") : 0;
+}
+
+/* Renew *t, a reset read txn (or NULL), or else begin a new one; on error *t is aborted, NULL. */
+int
+mkv_reg_rtxn_start(struct mkv_pool *p, MDB_txn **t)
+{
+	int rc;
+
+	if (*t) {
+		if (!mdb_txn_renew(*t))
+			return 0;
+		mdb_txn_abort(*t);
+		*t = NULL;
+	}
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, t))) {
+		*t = NULL;
+		return mkv_reg_err(rc, "registry: read txn");
+	}
+	return 0;
 }
 
 /* A read txn, renewed from the handle's cache when one is there. */
@@ -204,18 +270,14 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 			t = p->reg->rtxn[--p->reg->nrtxn];
 		pthread_mutex_unlock(&p->reg->lock);
 	}
-	mkv_reg_fresh_metas(p);
-	if (t) {
-		rc = mdb_txn_renew(t);
-		if (!rc) {
-			mkv_reg_fresh_snapshot(p, t);
-			*txn = reg_mkv_txn(t);
-			return 0;
-		}
-		mdb_txn_abort(t);
+	if (mkv_reg_snap_on(p)) {
+		rc = mkv_reg_snap_enter(p, &t);
+	} else {
+		mkv_reg_fresh_metas(p);
+		rc = mkv_reg_rtxn_start(p, &t);
 	}
-	if ((rc = mdb_txn_begin(p->reg->env, NULL, MDB_RDONLY, &t)))
-		return mkv_reg_err(rc, "registry: read txn");
+	if (rc)
+		return rc;
 	mkv_reg_fresh_snapshot(p, t);
 	*txn = reg_mkv_txn(t);
 	return 0;
@@ -227,6 +289,8 @@ mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *rtxn)
 {
 	MDB_txn *none = NULL, *txn = reg_txn(rtxn);
 
+	if (mkv_reg_snap_on(p))
+		mkv_reg_snap_leave(p, mdb_txn_id(txn));
 	mdb_txn_reset(txn);
 	/* One thread at a time (the common case) never takes the lock. */
 	if (__atomic_compare_exchange_n(&p->reg->ready, &none, txn, false, __ATOMIC_RELEASE,

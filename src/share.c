@@ -72,14 +72,20 @@ mkv_share_init(struct mkv_pool *p, uint32_t coherence)
 }
 
 static void
-lines(const void *addr, size_t len)
+lines_flush(const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(MKV_CACHELINE - 1);
 	uintptr_t end = (uintptr_t)addr + len;
 
-	mkv_full_fence();
 	for (; a < end; a += MKV_CACHELINE)
 		line_flush((const void *)a);
+}
+
+static void
+lines(const void *addr, size_t len)
+{
+	mkv_full_fence();
+	lines_flush(addr, len);
 	lines_done();
 }
 
@@ -104,6 +110,31 @@ void
 mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site)
 {
 	maintain(p, addr, len, site, true);
+}
+
+/*
+ * Several ranges at once, between one pair of fences, and the first line
+ * of each fetched again at once: the loads after them wait for memory
+ * together instead of one after another.
+ */
+void
+mkv_share_inval_n_at(const struct mkv_pool *p, const void *const *addr, unsigned n, size_t len,
+		const char *site)
+{
+	if (!p->noncoherent || len == 0)
+		return;
+	if (p->cache_hooks) {
+		for (unsigned i = 0; i < n; i++)
+			p->cache_hooks->inval(addr[i], len, site);
+		return;
+	}
+	mkv_full_fence();
+	for (unsigned i = 0; i < n; i++)
+		lines_flush(addr[i], len);
+	lines_done();
+	/* the reads come from memory now: start them all */
+	for (unsigned i = 0; i < n; i++)
+		__builtin_prefetch(addr[i]);
 }
 
 void

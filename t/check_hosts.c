@@ -42,11 +42,46 @@ hkey(char *key, const char *prefix, long long i, size_t *len)
 	return klen;
 }
 
+/* Keys P<FROM> .. P<FROM+N-1> read by one mkv_get_batch(): how many read back whole. */
+static long long
+host_batch(const char *prefix, long long from, long long n, int *rc)
+{
+	char (*keys)[64] = calloc((size_t)n, 64);
+	struct mkv_key *k = calloc((size_t)n, sizeof(*k));
+	struct mkv_view *v = calloc((size_t)n, sizeof(*v));
+	size_t found = 0, len;
+	long long whole = 0;
+
+	if (!keys || !k || !v) {
+		*rc = MKV_E_NOMEM;
+		n = 0;
+	}
+	for (long long i = 0; i < n; i++) {
+		k[i].data = keys[i];
+		k[i].len = hkey(keys[i], prefix, from + i, &len);
+	}
+	if (n && (*rc = mkv_get_batch(hpool, k, (size_t)n, 0, v, &found)) == 0)
+		for (long long i = 0; i < n; i++) {
+			hkey(keys[i], prefix, from + i, &len);
+			whole += v[i].data && v[i].len == len &&
+					tu_verify(v[i].data, v[i].len, k[i].data, k[i].len) == -1;
+			if (v[i].data)
+				mkv_release(hpool, &v[i]);
+		}
+	free(keys);
+	free(k);
+	free(v);
+	return whole;
+}
+
 /*
  * Commands, one a line, answered "= value" or "! why":
  *   open            open (creating) the pool as this host's node
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
+ *   batch P FROM N  how many of them one mkv_get_batch() reads back whole
+ *   churn P N R     R rounds of publishing P0 .. P<N-1> and deleting them
+ *                   again: how many rounds completed
  *   holds           1 if this process holds the lease
  *   verify          problems a deep mkv_pool_verify() finds
  *   close           close the pool
@@ -78,6 +113,15 @@ host_cmd(char *line, char *out, size_t size)
 			klen = hkey(key, prefix, i, &len);
 			done += tu_check(hpool, key, klen, len) == 0;
 		}
+	} else if (strcmp(cmd, "batch") == 0) {
+		done = host_batch(prefix, from, n, &rc);
+	} else if (strcmp(cmd, "churn") == 0) {
+		for (long long r = 0; r < n && rc == 0; r++, done++)
+			for (long long i = 0; i < from && rc == 0; i++) {
+				klen = hkey(key, prefix, i, &len);
+				if ((rc = tu_put(hpool, key, klen, len)) == 0)
+					rc = mkv_del(hpool, key, klen);
+			}
 	} else if (strcmp(cmd, "holds") == 0) {
 		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
 			done = st.lease_holder_pid == (uint32_t)getpid();
@@ -117,12 +161,16 @@ hosts_teardown(void)
 	tu_teardown();
 }
 
-/* Host @p name of a pool of coherence @p mode, with @p noise spontaneous events per ms. */
+/*
+ * Host @p name of a pool of coherence @p mode, with @p noise spontaneous
+ * events per ms, and one more variable of the environment @p extra (or NULL).
+ */
 static void
-host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
+host_start_env(struct tu_host *h, const char *name, const char *mode, const char *noise,
+		const char *extra)
 {
 	char node[32], boot[32], coh[32], nz[32], seed[32];
-	const char *env[] = { node, boot, coh, nz, seed, NULL };
+	const char *env[] = { node, boot, coh, nz, seed, extra, NULL };
 
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
@@ -131,6 +179,12 @@ host_start(struct tu_host *h, const char *name, const char *mode, const char *no
 	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
 	tu_host_start(h, "check_hosts", name, emu, tu_path, env);
 	ck_assert_int_eq(tu_host_do(h, "open"), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
+{
+	host_start_env(h, name, mode, noise, NULL);
 }
 
 /* Three hosts on one pool: each one's writes, direct or forwarded, read whole by the others. */
@@ -330,6 +384,38 @@ START_TEST(test_a_second_process_of_a_host_opens_behind_other_hosts_commits)
 }
 END_TEST
 
+/*
+ * A reader on one host is stopped inside a registry read txn (a batch of
+ * lookups, after the first value was found) while the holder on another
+ * host deletes and rewrites enough to reuse every page LMDB freed; its
+ * caches drop everything meanwhile.  Its host's lock table, where LMDB
+ * looks for readers, is not the holder's: only the snap its slot
+ * published keeps the holder off the pages of its snapshot.  Continued,
+ * it finds every key of the batch, whole.  Three rounds.
+ */
+START_TEST(test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts)
+{
+	for (unsigned round = 0; round < 3; round++) {
+		struct tu_host h1, h2;
+
+		host_start(&h1, "h1", "noncoherent", "0");
+		ck_assert_int_eq(tu_host_do(&h1, "put a%u 0 %u", round, 2 * KEYS), 2 * KEYS);
+		host_start_env(&h2, "h2", "noncoherent", "0", "HOSTEMU_STOP=src/get.c:");
+		tu_host_send(&h2, "batch a%u 0 %u", round, 2 * KEYS);
+		ck_assert_int_eq(tu_wait_stopped(h2.pid, 30), 0);
+		ck_assert_int_eq(tu_host_do(&h1, "churn z 10 2"), 2);
+		ck_assert_int_eq(kill(h2.pid, SIGCONT), 0);
+		ck_assert_int_eq(tu_host_recv(&h2), 2 * KEYS);
+		ck_assert_int_eq(tu_host_do(&h2, "check a%u 0 %u", round, 2 * KEYS), 2 * KEYS);
+		ck_assert_int_eq(tu_host_do(&h2, "verify"), 0);
+		ck_assert_int_eq(tu_host_do(&h2, "close"), 0);
+		ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
+		tu_host_end(&h2);
+		tu_host_end(&h1);
+	}
+}
+END_TEST
+
 static Suite *
 hosts_suite(void)
 {
@@ -345,6 +431,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_live_hosts_keep_their_roles);
 	tcase_add_test(tc, test_hosts_race_for_a_dead_holders_lease);
 	tcase_add_test(tc, test_a_second_process_of_a_host_opens_behind_other_hosts_commits);
+	tcase_add_test(tc, test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -559,6 +559,9 @@ START_TEST(test_unknown_version_is_version)
 
 	set_version(MKV_FORMAT_VERSION + 1, 1);
 	open_fails(0, MKV_E_VERSION);
+	/* and says what to do about it */
+	ck_assert_msg(strstr(mkv_errormsg(), "remove the pool directory") != NULL, "%s",
+			mkv_errormsg());
 	open_fails(MKV_RDONLY, MKV_E_VERSION);
 	open_fails(MKV_CREATE, MKV_E_VERSION);
 	set_version(0xffffffffU, 1);

@@ -18,6 +18,11 @@
  *   HOSTEMU_SKIP   a site whose calls do nothing, to show that a test notices
  *   HOSTEMU_SITES  a file to which each site seen is appended, one a line
  *                  (once per process; the reader removes duplicates)
+ *   HOSTEMU_STOP   a site prefix: the first call from a site that starts with
+ *                  it stops the process (SIGSTOP) before it does its work;
+ *                  once continued, every line of its mappings is refreshed,
+ *                  as if its host's caches had dropped all while it was
+ *                  stopped (a reader paused at a chosen point)
  *
  * Host H's cache of device file F is two files of F's length in
  * HOSTEMU_DIR/H: F.cache, what H's CPUs see, and F.clean, what H last
@@ -166,6 +171,8 @@ static struct {
 	ino_t pool_ino;
 	uint64_t page;
 	const char *skip;
+	const char *stop;
+	int stopped;
 	int sites_fd;
 	double noise;
 	uint64_t seed;
@@ -630,6 +637,7 @@ he_setup(void)
 		he_die("%s/stripes: %s", dir, strerror(errno));
 	next.close(fd);
 	he.skip = getenv("HOSTEMU_SKIP");
+	he.stop = getenv("HOSTEMU_STOP");
 	if ((v = getenv("HOSTEMU_SITES")) != NULL &&
 	    (he.sites_fd = next.openat(AT_FDCWD, v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 			0600)) < 0)
@@ -775,6 +783,17 @@ he_site(const char *site)
 		(void)!next.write(he.sites_fd, buf, (size_t)n);
 }
 
+/* HOSTEMU_STOP: stopped, then continued with every mapped line refreshed. */
+static void
+he_stop(void)
+{
+	raise(SIGSTOP);
+	pthread_mutex_lock(&he_mu);
+	for (int i = 0; i < he_nmaps; i++)
+		he_lines(&he_files[he_maps[i].file], he_maps[i].off, he_maps[i].len, HE_INVAL);
+	pthread_mutex_unlock(&he_mu);
+}
+
 /* @p op on the lines of [addr, addr + len) that map device files; the rest
  * of memory is the host's own, coherent. */
 static void
@@ -789,6 +808,9 @@ he_range(const void *addr, size_t len, const char *site, enum he_op op)
 	he_site(site);
 	if (he.skip != NULL && strcmp(site, he.skip) == 0)
 		return;
+	if (he.stop != NULL && strncmp(site, he.stop, strlen(he.stop)) == 0 &&
+	    !__atomic_exchange_n(&he.stopped, 1, __ATOMIC_SEQ_CST))
+		he_stop();
 	pthread_mutex_lock(&he_mu);
 	for (i = 0; i < he_nmaps; i++) {
 		const struct he_map *m = &he_maps[i];

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml)
-# and the write window between hosts without coherence (t/window.pml).
+# t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml),
+# the write window between hosts without coherence (t/window.pml) and the
+# registry snapshots kept from reuse between such hosts (t/regsnap.pml).
 #
 # Run by `make check` from the top of the build tree, with $srcdir set by
 # automake's harness.  Each configuration is verified exhaustively with spin
@@ -15,6 +16,7 @@
 set -u
 model=${srcdir:-.}/t/lease.pml
 window=${srcdir:-.}/t/window.pml
+regsnap=${srcdir:-.}/t/regsnap.pml
 pass=0
 fail=0
 
@@ -29,7 +31,7 @@ for tool in spin cc; do
 		exit 77
 	fi
 done
-for f in "$model" "$window"; do
+for f in "$model" "$window" "$regsnap"; do
 	if [ ! -r "$f" ]; then
 		echo "spin.sh: $f not readable" >&2
 		exit 99
@@ -37,6 +39,7 @@ for f in "$model" "$window"; do
 done
 case $model in /*) ;; *) model=$(pwd)/$model ;; esac
 case $window in /*) ;; *) window=$(pwd)/$window ;; esac
+case $regsnap in /*) ;; *) regsnap=$(pwd)/$regsnap ;; esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/marukv-spin.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -142,6 +145,27 @@ expect_fail window_NO_WB_REC "mutant whose new holder does not write the record 
 	'assertion violated (writing<=1)'
 expect_fail window_NO_INVAL_WIN "mutant whose new holder reads the window from its cache breaks it" \
 	'assertion violated (writing<=1)'
+
+# Registry snapshots between hosts: no reader reads a snapshot whose pages
+# LMDB may have reused; each step left out breaks it.
+model=$regsnap
+verify regsnap1 -DR=1
+verify regsnap2 -DR=2 -DNOISE=0
+for m in NO_RECHECK NO_WB_SNAP NO_INVAL_SNAP NO_INVAL_NEWEST NO_WAIT; do
+	verify "regsnap_$m" -DR=1 "-DBROKEN_$m"
+done
+expect_pass regsnap1 "registry snapshots, a reader, two holders in turn, noisy caches: none reused under a read"
+expect_pass regsnap2 "registry snapshots, two readers, two holders in turn: none reused under a read"
+expect_fail regsnap_NO_RECHECK "mutant whose reader does not check the newest snapshot again breaks it" \
+	'assertion violated (t>=reused_below)'
+expect_fail regsnap_NO_WB_SNAP "mutant whose reader does not write its snap back breaks it" \
+	'assertion violated (t>=reused_below)'
+expect_fail regsnap_NO_INVAL_SNAP "mutant whose holder reads the snaps from its cache breaks it" \
+	'assertion violated (t>=reused_below)'
+expect_fail regsnap_NO_INVAL_NEWEST "mutant whose reader checks newest in its cache breaks it" \
+	'assertion violated (t>=reused_below)'
+expect_fail regsnap_NO_WAIT "mutant whose new holder does not wait for readers breaks it" \
+	'assertion violated (t>=reused_below)'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

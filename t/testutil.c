@@ -653,12 +653,18 @@ tu_write_byte(int fd, char c)
 int
 tu_stop(pid_t pid, double secs)
 {
+	if (kill(pid, SIGSTOP) < 0)
+		return -1;
+	return tu_wait_stopped(pid, secs);
+}
+
+int
+tu_wait_stopped(pid_t pid, double secs)
+{
 	double end = tu_now() + secs;
 	int status;
 	pid_t r;
 
-	if (kill(pid, SIGSTOP) < 0)
-		return -1;
 	for (;;) {
 		r = waitpid(pid, &status, WNOHANG | WUNTRACED);
 		if (r == pid && WIFSTOPPED(status))

@@ -206,6 +206,8 @@ int tu_write_byte(int fd, char c);
 /** SIGSTOP the child @p pid and wait (at most @p secs) until it has
  * stopped; 0, or -1 if it did not (or is not our child). */
 int tu_stop(pid_t pid, double secs);
+/** Wait until child @p pid is stopped (it stopped itself): 0, or -1 if it ended or @p secs passed. */
+int tu_wait_stopped(pid_t pid, double secs);
 /**
  * A child process stepped through a scenario: the parent writes command
  * bytes to @c cmd, the child answers with event bytes on @c ev.

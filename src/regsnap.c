@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * regsnap.c -- registry snapshots between hosts (non-coherent pools).
+ *
+ * LMDB's writer reuses a freed page once no reader in its lock table may
+ * still need it, and each host has its own lock table.  So a reader on one
+ * host is invisible to a holder on another, and marukv(7) (REGISTRY
+ * SNAPSHOTS BETWEEN HOSTS) adds what LMDB cannot see:
+ *
+ * A reader publishes in its slot's snap a txn id no newer than any
+ * snapshot it reads.  Publishing from nothing, it then reads the newest
+ * meta again: if that is still the snapshot its txn took, no holder can
+ * have judged the readers without seeing it (the holder commits, then reads
+ * the slots; the reader publishes, then reads the metas: one of the two
+ * sees the other).  Otherwise it tries the newer snapshot.  While it reads,
+ * its snap only rises, to the oldest snapshot this handle still reads, which
+ * needs no such check; idle, the snap stays (a later read of the same
+ * snapshot costs no store) until the service thread clears it.
+ *
+ * The holder keeps read txns of its own at snapshots it committed, oldest
+ * first: LMDB reuses no page of a snapshot at or after the oldest.  Before
+ * each write txn it lets the oldest go while the next is no newer than
+ * every live reader's snap.  A new holder's first is the newest snapshot,
+ * and older ones that readers on other hosts may be reading are its
+ * predecessor's to protect, who is gone: before its first write it waits
+ * until every live reader's snap has reached its own.
+ */
+#include "config.h"
+
+#include "registry.h"
+
+/* Tries at publishing a snapshot before a reader gives up: commits outran it. */
+#define SNAP_TRIES 64U
+
+int
+mkv_reg_snap_init(struct mkv_pool *p)
+{
+	if (mkv_epoch_init(&p->reg->snaps))
+		return mkv_err(MKV_E_NOMEM, "registry: mutex");
+	if (pthread_mutex_init(&p->reg->held_lock, NULL)) {
+		mkv_epoch_fini(&p->reg->snaps);
+		return mkv_err(MKV_E_NOMEM, "registry: mutex");
+	}
+	return 0;
+}
+
+static void
+held_drop(struct mkv_registry *r, unsigned from)
+{
+	for (unsigned i = from; i < r->nheld; i++)
+		mdb_txn_abort(r->held[i]);
+	r->nheld = from;
+}
+
+/* Before LMDB's env closes: the holder's txns go. */
+void
+mkv_reg_snap_fini(struct mkv_pool *p)
+{
+	held_drop(p->reg, 0);
+	mkv_epoch_fini(&p->reg->snaps);
+	pthread_mutex_destroy(&p->reg->held_lock);
+}
+
+/* Whether this handle's registry reads follow the protocol: a non-coherent pool's, once it has a slot. */
+bool
+mkv_reg_snap_on(const struct mkv_pool *p)
+{
+	return p->reg->shadow && p->slot != UINT32_MAX;
+}
+
+static uint64_t *
+snap_word(struct mkv_pool *p)
+{
+	return &p->slots[p->slot].snap;
+}
+
+static void
+snap_store(struct mkv_pool *p, uint64_t v)
+{
+	mkv_epoch_publish(p, snap_word(p), v);
+	p->reg->snap_pub = v;
+}
+
+/*
+ * Take a read txn (renew *t, a reset one, or begin one) at a snapshot our
+ * slot protects.  0, or the error with *t aborted and NULL.
+ */
+int
+mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t)
+{
+	struct mkv_registry *r = p->reg;
+	uint64_t id = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->snaps.lock);
+	for (unsigned tries = 0;; tries++) {
+		mkv_reg_fresh_metas(p);
+		if ((rc = mkv_reg_rtxn_start(p, t)))
+			break;
+		id = mdb_txn_id(*t);
+		/* our snap is no newer than the oldest we read, and that is no newer than id */
+		if (r->snaps.n)
+			break;
+		if (r->snap_ok && r->snap_pub <= id) {
+			if (r->snap_pub < id)
+				snap_store(p, id);
+			break;
+		}
+		snap_store(p, id);
+		mkv_reg_fresh_metas(p);
+		if (mkv_reg_newest_meta(p) == id) {
+			r->snap_ok = true;
+			break;
+		}
+		mdb_txn_reset(*t);
+		if (tries + 1 == SNAP_TRIES) {
+			rc = mkv_err(MKV_E_TIMEDOUT,
+					"pool %s: the registry changed under %u reads in a row",
+					p->path, SNAP_TRIES);
+			break;
+		}
+	}
+	if (!rc)
+		rc = mkv_epoch_add(&r->snaps, id, 1);
+	r->snap_used = true;
+	pthread_mutex_unlock(&r->snaps.lock);
+	if (rc && *t) {
+		mdb_txn_abort(*t);
+		*t = NULL;
+	}
+	return rc;
+}
+
+/* A read of snapshot id is over. */
+void
+mkv_reg_snap_leave(struct mkv_pool *p, uint64_t id)
+{
+	struct mkv_registry *r = p->reg;
+	uint64_t head;
+
+	pthread_mutex_lock(&r->snaps.lock);
+	if (mkv_epoch_sub(&r->snaps, id, 1, &head) && head)
+		snap_store(p, head);
+	pthread_mutex_unlock(&r->snaps.lock);
+}
+
+/*
+ * From the service thread, once in a while: if no read began since the
+ * last time and none is under way, our snap holds nothing we need.
+ */
+void
+mkv_reg_snap_idle(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+
+	if (!r || !mkv_reg_snap_on(p))
+		return;
+	pthread_mutex_lock(&r->snaps.lock);
+	if (!r->snap_used && !r->snaps.n && r->snap_pub) {
+		snap_store(p, 0);
+		r->snap_ok = false;
+	}
+	r->snap_used = false;
+	pthread_mutex_unlock(&r->snaps.lock);
+}
+
+/*
+ * The oldest snap of a live reader on another kernel, UINT64_MAX if none
+ * (LMDB sees this kernel's readers in its lock table).  A dead reader's
+ * claim is revoked (it learns so on its next call) and its snap counts no
+ * more; only those below `upto` are judged, the others hold back nothing.
+ */
+static uint64_t
+oldest_reader(struct mkv_pool *p, uint64_t upto)
+{
+	uint64_t min = UINT64_MAX;
+
+	mkv_full_fence();
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		const struct mkv_slot *s = &p->slots[i];
+		uint64_t owner = mkv_share_load(p, &s->owner);
+		uint64_t snap = MKV_SLOT_PID(owner) ? mkv_share_load(p, &s->snap) : 0;
+
+		if (snap == 0 || snap >= min || mkv_client_local(p, i, owner))
+			continue;
+		if (snap < upto && mkv_client_reap(p, i, owner))
+			continue;
+		min = snap;
+	}
+	return min;
+}
+
+/*
+ * Before a write txn (the holder, super's flock held): let go of what no
+ * reader needs; a new holder first waits (a quarter lease period at most,
+ * then MKV_E_TIMEDOUT and the writes wait for a later try) until every live
+ * reader is at its first snapshot or later.
+ */
+int
+mkv_reg_floor(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+	uint64_t end, slice = 0, min;
+	int rc = 0;
+
+	if (!r->shadow)
+		return 0;
+	pthread_mutex_lock(&r->held_lock);
+	if (r->held_gen != p->h.generation) {
+		held_drop(r, 0);
+		r->held_gen = p->h.generation;
+	}
+	if (r->nheld == 0) {
+		r->held[0] = NULL;
+		if ((rc = mkv_reg_rtxn_start(p, &r->held[0])))
+			goto out;
+		r->held_id[0] = mdb_txn_id(r->held[0]);
+		r->nheld = 1;
+		r->held_wait = true;
+	}
+	end = mkv_clock_now() + p->lease_period_ns / 4;
+	while (r->held_wait && oldest_reader(p, r->held_id[0]) < r->held_id[0]) {
+		if (mkv_clock_now() >= end) {
+			rc = mkv_err(MKV_E_TIMEDOUT,
+					"pool %s: a reader on another host is still at a snapshot older than this holder's first",
+					p->path);
+			goto out;
+		}
+		slice = mkv_rq_poll_next(p, slice);
+		mkv_clock_sleep(slice);
+	}
+	r->held_wait = false;
+	/* the slots are read at most once a millisecond; when all txns are taken, a commit's replaces the newest */
+	if (r->nheld > 1 && mkv_clock_now() - r->held_scan_ns >= 1000000) {
+		unsigned keep = 0;
+
+		r->held_scan_ns = mkv_clock_now();
+		min = oldest_reader(p, r->held_id[r->nheld - 1]);
+		while (keep + 1 < r->nheld && r->held_id[keep + 1] <= min)
+			mdb_txn_abort(r->held[keep++]);
+		for (unsigned i = keep; i < r->nheld; i++) {
+			r->held[i - keep] = r->held[i];
+			r->held_id[i - keep] = r->held_id[i];
+		}
+		r->nheld -= keep;
+	}
+out:
+	pthread_mutex_unlock(&r->held_lock);
+	return rc;
+}
+
+/*
+ * After a commit: a read txn at the snapshot it made, to let go of the
+ * ones before it later; when all are taken, it replaces the newest.
+ */
+void
+mkv_reg_floor_add(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+	MDB_txn *t = NULL;
+
+	if (!r->shadow)
+		return;
+	pthread_mutex_lock(&r->held_lock);
+	if (r->nheld == MKV_REG_HELD)
+		held_drop(r, MKV_REG_HELD - 1);
+	if (r->nheld && !mkv_reg_rtxn_start(p, &t)) {
+		r->held[r->nheld] = t;
+		r->held_id[r->nheld++] = mdb_txn_id(t);
+	}
+	pthread_mutex_unlock(&r->held_lock);
+}
+
+/* The lease is no longer ours: our txns would only hold back a successor on this host. */
+void
+mkv_reg_floor_drop(struct mkv_pool *p)
+{
+	if (!p->reg || !p->reg->shadow)
+		return;
+	pthread_mutex_lock(&p->reg->held_lock);
+	held_drop(p->reg, 0);
+	pthread_mutex_unlock(&p->reg->held_lock);
+}
