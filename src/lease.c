@@ -81,16 +81,28 @@ mkv_lease_node_name(struct mkv_pool *p, const char *name)
 
 /*
  * Whether node entry i (of node id) is in use: named by the lease, or the
- * node of a client slot whose owner is not known dead.  A process claims
- * its client slot before it looks for its node's entry (both under the
- * pool directory's lock), so a node with no such slot has nobody to use
- * its entry.
+ * node of a client slot whose owner is not known dead.  In a coherent
+ * pool a process claims its client slot before it looks for its node's
+ * entry (both under the pool directory's lock), so a node with no such
+ * slot has nobody to use its entry.  In a non-coherent pool the entry
+ * comes first, and its range of slots (client.c) is what counts: the
+ * holder, the only one to free entries there, revokes the dead claims of
+ * the range on the way.
  */
 static bool
 node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 {
+	uint32_t lo, hi;
+
 	if (LOAD(p->state->lease.holder_node) == i + 1)
 		return true;
+	if (p->noncoherent) {
+		mkv_client_range(p, i, &lo, &hi);
+		for (uint32_t s = lo; s < hi; s++)
+			if (!mkv_client_reap(p, s, LOAD(p->slots[s].owner)))
+				return true;
+		return false;
+	}
 	for (uint32_t s = 0; s < p->sb->max_clients; s++) {
 		uint64_t owner = LOAD(p->slots[s].owner);
 
@@ -107,12 +119,18 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
  * claims on this host.  (Between hosts, a node that attaches while another
  * host frees its entry loses it; nodes of other hosts are judged by their
  * clients' heartbeats, so that takes a client timeout of silence first.)
+ * In a non-coherent pool only the lease holder frees entries, inside its
+ * write window: one party at a time across hosts, and the one that also
+ * revokes claims, so that a node whose processes were only paused finds
+ * its claims revoked before its entry is anyone else's.
  */
 uint32_t
 mkv_lease_nodes_reclaim(struct mkv_pool *p)
 {
 	uint32_t freed = 0;
 
+	if (p->noncoherent && !p->h.holding)
+		return 0;
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 		uint64_t id = LOAD(n->id);
@@ -159,9 +177,10 @@ node_claim(struct mkv_pool *p)
  * Find this node's entry in the node table, or claim a free one, freeing
  * dead nodes' entries if none is free.  Called with the pool directory
  * locked (which serialises claims on one host), after the client slot is
- * claimed; between hosts a claim is written, flushed and read back after
- * a pause, and given up if another node wrote over it.  A read-only
- * handle never claims one.
+ * claimed in a coherent pool, before it in a non-coherent one (whose slots
+ * belong to node entries); between hosts a claim is written, flushed and
+ * read back after a pause, and given up if another node wrote over it.  A
+ * read-only handle claims one only in a non-coherent pool, for its slot.
  */
 int
 mkv_lease_node_attach(struct mkv_pool *p)
@@ -175,7 +194,8 @@ mkv_lease_node_attach(struct mkv_pool *p)
 			return 0;
 		}
 	}
-	if ((p->flags & MKV_RDONLY) || node_claim(p) || (mkv_lease_nodes_reclaim(p) && node_claim(p)))
+	if (((p->flags & MKV_RDONLY) && !p->noncoherent) || node_claim(p) ||
+	    (mkv_lease_nodes_reclaim(p) && node_claim(p)))
 		return 0;
 	return mkv_err(MKV_E_USERS, "pool %s: the node table is full: its %u entries are all nodes with live clients",
 			p->path, p->sb->max_nodes);
@@ -414,13 +434,16 @@ mkv_lease_valid(struct mkv_pool *p)
  * before the load after it, so of two such holders at least one sees the
  * other (Dekker's pattern): the old one finds itself superseded and writes
  * nothing, or the new one waits until the old one's window has closed.
- * MKV_E_FENCED: superseded, the window is closed again.
+ * MKV_E_FENCED: superseded, the window is closed again; or our claim was
+ * revoked, and our node's entry is no longer sure to be ours to write.
  */
 int
 mkv_lease_write_begin(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
+	if (p->noncoherent && !mkv_client_alive(p))
+		return MKV_E_FENCED;
 	STORE(me->write_slot, p->slot);
 	STORE(me->write_owner, mkv_client_owner(p));
 	STORE(me->write_gen, p->h.generation);
@@ -559,7 +582,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		return 0;
 	if ((p->flags & MKV_RDONLY) || p->node_idx == UINT32_MAX)
 		return MKV_E_RDONLY;
-	if (!mkv_lease_expired(p))
+	/* revoked, our node's entry may be another node's by now: hands off it */
+	if (!mkv_lease_expired(p) || !mkv_client_alive(p))
 		return -EAGAIN;
 	if (!node_lock(p, 0))
 		return -EAGAIN;

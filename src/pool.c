@@ -148,7 +148,8 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
 	    sb->lease_period_ms > 60000 || sb->client_timeout_ms < 100 ||
 	    sb->client_timeout_ms > 3600000 ||
-	    (sb->coherence != MKV_COHERENT && sb->coherence != MKV_NONCOHERENT))
+	    (sb->coherence != MKV_COHERENT && sb->coherence != MKV_NONCOHERENT) ||
+	    (sb->coherence == MKV_NONCOHERENT && sb->max_clients < sb->max_nodes))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
 	if (sb->coherence == MKV_NONCOHERENT && !mkv_share_supported())
 		return mkv_err(MKV_E_INVAL,
@@ -379,10 +380,16 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	    (rc = super_check(p, &hdr)) || (rc = data_open(p, &hdr)))
 		goto fail;
 	mkv_share_init(p, hdr.coherence);
-	/* the client slot before the node entry: see mkv_lease_nodes_reclaim() */
+	/*
+	 * The client slot before the node entry (see mkv_lease_nodes_reclaim()),
+	 * but in a non-coherent pool, whose slots belong to node entries
+	 * (client.c).
+	 */
 	if ((rc = mkv_reg_open(p, &hdr)) || (rc = pool_map(p, &hdr)) ||
-	    (rc = mkv_lease_node_name(p, opts->node)) || (rc = mkv_client_attach(p)) ||
-	    (rc = mkv_lease_node_attach(p)))
+	    (rc = mkv_lease_node_name(p, opts->node)) ||
+	    (p->noncoherent && (rc = mkv_lease_node_attach(p))) ||
+	    (rc = mkv_client_attach(p)) ||
+	    (!p->noncoherent && (rc = mkv_lease_node_attach(p))))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
 	if ((rc = mkv_lease_init(p)))

@@ -27,6 +27,9 @@
 #define VMAX (3 * TU_PAGE_SIZE)
 #define LEASE_MS 200U
 #define CLIENT_TIMEOUT_MS 1000U
+/* a node entry per host and one spare: CLIENTS / NODES slots a host */
+#define NODES 4U
+#define CLIENTS 64U
 
 /* ===================================================================== */
 /* The host process                                                      */
@@ -56,7 +59,8 @@ host_cmd(char *line, char *out, size_t size)
 {
 	const char *host = getenv("HOSTEMU_HOST");
 	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
-			.client_timeout_ms = CLIENT_TIMEOUT_MS };
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_nodes = NODES,
+			.max_clients = CLIENTS };
 	char cmd[16] = "", prefix[16] = "", key[64];
 	long long from = 0, n = 0, done = 0;
 	struct mkv_verify v;

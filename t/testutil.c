@@ -103,6 +103,19 @@ tu_coherence(void)
 	return c && strcmp(c, "noncoherent") == 0 ? MKV_NONCOHERENT : MKV_COHERENT;
 }
 
+/*
+ * The node table's size: as asked, else the library's default, but for a
+ * non-coherent pool, which gives each node max_clients / max_nodes slots:
+ * there two nodes, so that one node has half of them.
+ */
+static uint32_t
+tu_max_nodes(const struct tu_opts *o)
+{
+	if (o->max_nodes)
+		return o->max_nodes;
+	return tu_coherence() == MKV_NONCOHERENT ? 2 : MKV_DEFAULT_MAX_NODES;
+}
+
 int
 tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool)
 {
@@ -124,7 +137,7 @@ tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_po
 	    (o->lease_ms && (rc = mkv_opts_set_lease_period(opts, o->lease_ms)) < 0) ||
 	    (o->client_timeout_ms &&
 	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
-	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
+	    (rc = mkv_opts_set_max_nodes(opts, tu_max_nodes(o))) < 0 ||
 	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0) ||
 	    (rc = mkv_opts_set_coherence(opts, tu_coherence())) < 0) {
 		mkv_opts_delete(&opts);
