@@ -229,8 +229,13 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 		return rc;
 	if (r.out > report->pages)
 		report->pages = r.out;
-	/* the holder frees dead nodes' entries only when the directory lock is free: here it waits */
-	if (mkv_lock_until(pool->dirfd, LOCK_EX, mkv_clock_now() + pool->lease_period_ns) == 0) {
+	/*
+	 * The holder frees dead nodes' entries only when the directory lock is
+	 * free: here it waits.  Not in a non-coherent pool, where only the
+	 * holder inside its write window may (lease.c), as it just did.
+	 */
+	if (!pool->noncoherent &&
+	    mkv_lock_until(pool->dirfd, LOCK_EX, mkv_clock_now() + pool->lease_period_ns) == 0) {
 		report->nodes = mkv_lease_nodes_reclaim(pool);
 		flock(pool->dirfd, LOCK_UN);
 	}

@@ -161,6 +161,7 @@ struct mkv_pool {
 	uint64_t lease_period_ns;
 	uint64_t client_timeout_ns;
 	struct mkv_watch *watch;  /* per client slot */
+	struct mkv_watch *node_watch;  /* per node entry: how long it has looked unused */
 	uint32_t backing;         /* enum mkv_backing */
 	char dax_device[32];
 	uint64_t dax_align;

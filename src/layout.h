@@ -118,7 +118,9 @@ static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines")
 /*
  * A node's entry, read by every node.  The first line is written by the
  * node's representative (the process holding the node-local lock), and
- * cleared by another node once every client of this one is dead: choosing
+ * cleared by another node once every client of this one is dead (in a
+ * non-coherent pool by the lease holder, inside its write window, once it
+ * revoked every claim of the node's slots): choosing
  * and number are the node's variables in Lamport's bakery, beat shows it
  * is alive.  The second line is written by the node's own processes only
  * (one host: they share their caches): its lease holder's heartbeat and

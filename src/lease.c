@@ -114,6 +114,33 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 }
 
 /*
+ * In a non-coherent pool a process takes its node's entry before it claims
+ * a slot of the entry's range, and the directory lock that serialises the
+ * two with the holder's reclamation is its host's own: an entry that a
+ * node of another host has just taken looks unused until its slot is
+ * claimed.  So an entry is freed only once it looked unused, with the same
+ * id, for the client timeout (by our clock, over the holder's passes):
+ * longer than an attach takes, unless the attaching process is paused
+ * that long, which is the pause a client on another host may not suffer
+ * (see GUARANTEES in marukv(7)).
+ */
+static bool
+node_idle(struct mkv_pool *p, uint32_t i, uint64_t id)
+{
+	struct mkv_watch *w = &p->node_watch[i];
+	uint64_t now = mkv_clock_now();
+
+	if (!p->noncoherent)
+		return true;
+	if (w->owner != id || w->since == 0) {
+		w->owner = id;
+		w->since = now;
+		return false;
+	}
+	return now - w->since >= p->client_timeout_ns;
+}
+
+/*
  * Free the entries of nodes none of whose clients is alive; returns how
  * many.  Called with the pool directory locked, which serialises it with
  * claims on this host.  (Between hosts, a node that attaches while another
@@ -135,7 +162,11 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		struct mkv_node *n = &p->nodes[i];
 		uint64_t id = LOAD(n->id);
 
-		if (id == 0 || id == p->node || node_in_use(p, i, id))
+		if (id == 0 || id == p->node || node_in_use(p, i, id)) {
+			p->node_watch[i].since = 0;
+			continue;
+		}
+		if (!node_idle(p, i, id))
 			continue;
 		STORE(n->id, 0);
 		mkv_share_persist(p, &n->id, sizeof(n->id));

@@ -224,7 +224,8 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	p->lease_period_ns = (uint64_t)hdr->lease_period_ms * 1000000ULL;
 	p->client_timeout_ns = (uint64_t)hdr->client_timeout_ms * 1000000ULL;
 	p->watch = calloc(hdr->max_clients, sizeof(*p->watch));
-	if (!p->watch)
+	p->node_watch = calloc(hdr->max_nodes, sizeof(*p->node_watch));
+	if (!p->watch || !p->node_watch)
 		return mkv_err(MKV_E_NOMEM, "pool %s: out of memory", p->path);
 	return 0;
 }
@@ -440,6 +441,7 @@ handle_free(struct mkv_pool *p)
 		mkv_rq_fini(p);
 	}
 	free(p->watch);
+	free(p->node_watch);
 	free(p->path);
 	free(p);
 }
