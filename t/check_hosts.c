@@ -155,20 +155,31 @@ hosts_teardown(void)
 	tu_teardown();
 }
 
-/* Host @p name of a pool of coherence @p mode, with @p noise spontaneous events per ms. */
+/*
+ * Host @p name of a pool of coherence @p mode, with @p noise spontaneous
+ * events per ms, and flushes that wait @p lag microseconds.
+ */
 static void
-host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
+host_start_lag(struct tu_host *h, const char *name, const char *mode, const char *noise,
+		const char *lag)
 {
-	char node[32], boot[32], coh[32], nz[32], seed[32];
-	const char *env[] = { node, boot, coh, nz, seed, NULL };
+	char node[32], boot[32], coh[32], nz[32], seed[32], lg[32];
+	const char *env[] = { node, boot, coh, nz, seed, lg, NULL };
 
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
 	snprintf(coh, sizeof(coh), "TU_COHERENCE=%s", mode);
 	snprintf(nz, sizeof(nz), "HOSTEMU_NOISE=%s", noise);
 	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
+	snprintf(lg, sizeof(lg), "HOSTEMU_LAG=%s", lag);
 	tu_host_start(h, "check_hosts", name, emu, tu_path, env);
 	ck_assert_int_eq(tu_host_do(h, "open"), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
+{
+	host_start_lag(h, name, mode, noise, "0");
 }
 
 /* Three hosts on one pool: each one's writes, direct or forwarded, read whole by the others. */
@@ -372,7 +383,9 @@ END_TEST
  * Two hosts open many clients at once, three times over, each filling its
  * node's range of slots: no slot is claimed by both (a compare-and-swap
  * is atomic within a host only, so two hosts swapping the same owner word
- * would both win, and one lose its slot on the next look).  Every handle
+ * would both win, and one lose its slot on the next look).  Their flushes
+ * lag, so that a claim stays in its host's cache long enough for the other
+ * host to read the slot still free.  Every handle
  * keeps its slot, each of them is named after its own host, and the slots
  * in use are exactly as many as the handles.
  */
@@ -382,8 +395,8 @@ START_TEST(test_hosts_opening_many_clients_at_once_never_share_a_slot)
 
 	host_start(&h[0], "h1", "noncoherent", "0");
 	for (unsigned round = 0; round < 3; round++) {
-		host_start(&h[1], "h2", "noncoherent", "0");
-		host_start(&h[2], "h3", "noncoherent", "0");
+		host_start_lag(&h[1], "h2", "noncoherent", "0", "2000");
+		host_start_lag(&h[2], "h3", "noncoherent", "0", "2000");
 		tu_host_send(&h[1], "many %u", MANY - 1);
 		tu_host_send(&h[2], "many %u", MANY - 1);
 		ck_assert_int_eq(tu_host_recv(&h[1]), MANY - 1);
