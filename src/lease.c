@@ -119,21 +119,24 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
  * two with the holder's reclamation is its host's own: an entry that a
  * node of another host has just taken looks unused until its slot is
  * claimed.  So an entry is freed only once it looked unused, with the same
- * id, for the client timeout (by our clock, over the holder's passes):
- * longer than an attach takes, unless the attaching process is paused
- * that long, which is the pause a client on another host may not suffer
- * (see GUARANTEES in marukv(7)).
+ * id and beat (which every attach moves: mkv_lease_node_attach()), for the
+ * client timeout (by our clock, over the holder's passes): longer than an
+ * attach takes, unless the attaching process is paused that long, which is
+ * the pause a client on another host may not suffer (see GUARANTEES in
+ * marukv(7)).
  */
 static bool
 node_idle(struct mkv_pool *p, uint32_t i, uint64_t id)
 {
 	struct mkv_watch *w = &p->node_watch[i];
-	uint64_t now = mkv_clock_now();
+	uint64_t now = mkv_clock_now(), beat;
 
 	if (!p->noncoherent)
 		return true;
-	if (w->owner != id || w->since == 0) {
+	beat = LOAD(p->nodes[i].beat);
+	if (w->owner != id || w->beat != beat || w->since == 0) {
 		w->owner = id;
+		w->beat = beat;
 		w->since = now;
 		return false;
 	}
@@ -182,6 +185,21 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 	return freed;
 }
 
+static void beat_node(struct mkv_pool *p);
+
+/*
+ * In a non-coherent pool, an attach moves its node's beat: the holder then
+ * does not free an idle entry that a process of the node is taking up
+ * again (node_idle()).
+ */
+static int
+node_touch(struct mkv_pool *p)
+{
+	if (p->noncoherent)
+		beat_node(p);
+	return 0;
+}
+
 static bool
 node_claim(struct mkv_pool *p)
 {
@@ -222,12 +240,13 @@ mkv_lease_node_attach(struct mkv_pool *p)
 		mkv_share_inval(p, n, MKV_CACHELINE);
 		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
-			return 0;
+			return node_touch(p);
 		}
 	}
-	if (((p->flags & MKV_RDONLY) && !p->noncoherent) || node_claim(p) ||
-	    (mkv_lease_nodes_reclaim(p) && node_claim(p)))
+	if ((p->flags & MKV_RDONLY) && !p->noncoherent)
 		return 0;
+	if (node_claim(p) || (mkv_lease_nodes_reclaim(p) && node_claim(p)))
+		return node_touch(p);
 	return mkv_err(MKV_E_USERS, "pool %s: the node table is full: its %u entries are all nodes with live clients",
 			p->path, p->sb->max_nodes);
 }
