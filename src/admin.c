@@ -128,8 +128,8 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 	for (uint32_t i = 0; i < st->max_nodes; i++)
 		st->nodes += __atomic_load_n(&pool->nodes[i].id, __ATOMIC_RELAXED) != 0;
 	for (uint32_t i = 0; i < st->max_clients; i++)
-		if (MKV_SLOT_PID(__atomic_load_n(&pool->slots[i].owner, __ATOMIC_RELAXED)))
-			st->clients++;
+		st->clients += mkv_client_claimed(pool, i,
+				__atomic_load_n(&pool->slots[i].owner, __ATOMIC_RELAXED));
 	memcpy(st->uuid, pool->sb->uuid, sizeof(st->uuid));
 	lease_stat(pool, st);
 	return 0;
@@ -229,8 +229,13 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 		return rc;
 	if (r.out > report->pages)
 		report->pages = r.out;
-	/* the holder frees dead nodes' entries only when the directory lock is free: here it waits */
-	if (mkv_lock_until(pool->dirfd, LOCK_EX, mkv_clock_now() + pool->lease_period_ns) == 0) {
+	/*
+	 * The holder frees dead nodes' entries only when the directory lock is
+	 * free: here it waits.  Not in a non-coherent pool, where only the
+	 * holder inside its write window may (lease.c), as it just did.
+	 */
+	if (!pool->noncoherent &&
+	    mkv_lock_until(pool->dirfd, LOCK_EX, mkv_clock_now() + pool->lease_period_ns) == 0) {
 		report->nodes = mkv_lease_nodes_reclaim(pool);
 		flock(pool->dirfd, LOCK_UN);
 	}
@@ -311,7 +316,7 @@ mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, size_t max, size
 		uint64_t owner = __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST), node;
 		struct mkv_client *c;
 
-		if (MKV_SLOT_PID(owner) == 0)
+		if (!mkv_client_claimed(pool, i, owner))
 			continue;
 		if (k++ >= max)
 			continue;

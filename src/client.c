@@ -22,9 +22,21 @@
  * clock: a guess, which a client paused that long proves wrong.
  *
  * Acting on a death means revoking the claim first (mkv_client_reap()):
- * the owner word goes back to free, so a client that was only paused finds
- * on its next call that it lost its slot (MKV_E_EXPIRED), and nothing it
- * held is reclaimed while its claim still stands.
+ * the lease holder, inside its write window, records the claim's
+ * incarnation in the slot's `revoked` word, on the holder's line; a client
+ * that was only paused finds on its next call that it lost its slot
+ * (MKV_E_EXPIRED), and nothing it held is reclaimed while its claim still
+ * stands.  Nobody but the owner and the slot's claimants ever writes the
+ * owner word.
+ *
+ * No atomic read-modify-write between hosts.  In a non-coherent pool the
+ * processes of node entry i claim only the slots of its range
+ * (mkv_client_range()), so every claimant of a slot runs on one host,
+ * whose compare-and-swap is exact, and whose lock of the slot's byte keeps
+ * a slot from being claimed while its owner lives, revoked or not.  The
+ * holder revokes with a plain store to a line only holders write, one
+ * write window at a time; a revoked claim stays the owner's until it
+ * closes or dies, when its host's next claimant takes the slot.
  */
 #include "config.h"
 
@@ -100,13 +112,40 @@ mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	return boot != 0 && boot == p->boot && mkv_share_load(p, &s->boot_tag) == owner;
 }
 
+/*
+ * The slots this process may claim: all of them in a coherent pool; in a
+ * non-coherent one its node entry's range (max_clients / max_nodes slots
+ * each), so that no two hosts ever compete for a slot.
+ */
+void
+mkv_client_range(const struct mkv_pool *p, uint32_t node_idx, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t k = p->sb->max_clients / p->sb->max_nodes;
+
+	*lo = 0;
+	*hi = p->sb->max_clients;
+	if (!p->noncoherent)
+		return;
+	*lo = node_idx < p->sb->max_nodes ? node_idx * k : 0;
+	*hi = node_idx < p->sb->max_nodes ? *lo + k : 0;
+}
+
+/* Whether claim `owner` of slot stands: made, not given up, not revoked. */
+bool
+mkv_client_claimed(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
+{
+	return MKV_SLOT_PID(owner) != 0 &&
+		mkv_share_load(p, &p->slots[slot].revoked) != MKV_SLOT_INC(owner);
+}
+
 /* Whether the client holding claim `owner` on slot is dead (a judgement only). */
 bool
 mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
 
-	if (MKV_SLOT_PID(owner) == 0 || (slot == p->slot && owner == mkv_client_owner(p)))
+	if (!mkv_client_claimed(p, slot, owner) ||
+	    (slot == p->slot && owner == mkv_client_owner(p)))
 		return false;
 	/* a claim still being recorded is judged on its next look */
 	if (mkv_share_load(p, &s->boot_tag) != owner)
@@ -117,25 +156,29 @@ mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 }
 
 /*
- * If the client holding claim `owner` is dead, revoke the claim: the slot
- * is free, its pin gone.  True if the claim no longer stands (revoked now
- * or before): what it held may be reclaimed.
+ * If the client holding claim `owner` is dead, revoke the claim: its pin
+ * and its grants count no more.  True if the claim no longer stands
+ * (revoked now or before, or given up): what it held may be reclaimed.
+ * The lease holder calls this, inside its write window: the holders of
+ * different hosts write the holder's line of a slot one at a time.  A
+ * plain store: if the slot was claimed anew meanwhile, the new claim has
+ * another incarnation, which this does not revoke.
  */
 bool
 mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	struct mkv_slot *s = &p->slots[slot];
 
-	if (mkv_share_load(p, &s->owner) != owner)
+	if (mkv_share_load(p, &s->owner) != owner || !mkv_client_claimed(p, slot, owner))
 		return true;
 	if (!mkv_client_dead(p, slot, owner))
 		return false;
-	/* its pin, on the owner's line, counts no more: the owner word says so */
-	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(MKV_SLOT_INC(owner), 0))) {
-		mkv_share_persist(p, &s->owner, sizeof(s->owner));
-		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
-				MKV_SLOT_PID(owner));
-	}
+	/* the line is the holders', but the last one may have been on another host */
+	mkv_share_inval(p, &s->completed, MKV_CACHELINE);
+	__atomic_store_n(&s->revoked, MKV_SLOT_INC(owner), __ATOMIC_SEQ_CST);
+	mkv_share_persist(p, &s->revoked, sizeof(s->revoked));
+	mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
+			MKV_SLOT_PID(owner));
 	return true;
 }
 
@@ -168,21 +211,26 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 	return true;
 }
 
+/*
+ * Claim a slot of our range (mkv_client_range()): in a non-coherent pool
+ * our node's entry is known first.
+ */
 int
 mkv_client_attach(struct mkv_pool *p)
 {
-	uint32_t n = p->sb->max_clients;
+	uint32_t lo, hi;
 	uint64_t o;
 
 	p->pid = (uint32_t)getpid();
 	p->boot = mkv_client_boot_id();
-	for (uint32_t i = 0; i < n; i++) {
+	mkv_client_range(p, p->node_idx, &lo, &hi);
+	for (uint32_t i = lo; i < hi; i++) {
 		o = mkv_share_load(p, &p->slots[i].owner);
-		if (MKV_SLOT_PID(o) == 0 && slot_claim(p, i, o))
+		if (!mkv_client_claimed(p, i, o) && slot_claim(p, i, o))
 			return 0;
 	}
 	/* None free: take over the slot of a client that died without closing. */
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = lo; i < hi; i++) {
 		o = mkv_share_load(p, &p->slots[i].owner);
 		if (mkv_client_dead(p, i, o) && slot_claim(p, i, o)) {
 			mkv_log(MKV_LOG_INFO, "pool %s: took over slot %u of dead client %u",
@@ -190,14 +238,20 @@ mkv_client_attach(struct mkv_pool *p)
 			return 0;
 		}
 	}
-	return mkv_err(MKV_E_USERS, "pool %s: all %u client slots are taken", p->path, n);
+	if (p->noncoherent)
+		return mkv_err(MKV_E_USERS, "pool %s: all %u client slots of node %s are taken",
+				p->path, hi - lo, p->node_name);
+	return mkv_err(MKV_E_USERS, "pool %s: all %u client slots are taken", p->path, hi);
 }
 
 /* Whether our claim on our slot still stands. */
 bool
 mkv_client_alive(const struct mkv_pool *p)
 {
-	return mkv_share_load(p, &p->slots[p->slot].owner) == mkv_client_owner(p);
+	uint64_t owner = mkv_client_owner(p);
+
+	return mkv_share_load(p, &p->slots[p->slot].owner) == owner &&
+		mkv_client_claimed(p, p->slot, owner);
 }
 
 /*

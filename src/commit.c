@@ -212,7 +212,7 @@ requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
 	if (r->slot >= p->sb->max_clients)
 		return false;
 	owner = mkv_share_load(p, &p->slots[r->slot].owner);
-	return MKV_SLOT_PID(owner) != 0 && MKV_SLOT_INC(owner) == r->inc;
+	return MKV_SLOT_INC(owner) == r->inc && mkv_client_claimed(p, r->slot, owner);
 }
 
 static int

@@ -208,6 +208,11 @@ mkv_create_pool(struct mkv_pool *p, const struct mkv_opts *opts)
 	uint64_t nr_pages = align_up(opts->data_size, opts->page_size) / opts->page_size;
 	int rc;
 
+	/* each node entry has a range of max_clients / max_nodes slots (client.c) */
+	if (opts->coherence == MKV_NONCOHERENT && opts->max_clients < opts->max_nodes)
+		return mkv_err(MKV_E_INVAL,
+				"pool %s: a non-coherent pool needs at least a client slot per node: %u slots for %u nodes",
+				p->path, opts->max_clients, opts->max_nodes);
 	p->create_gid = opts->has_group ? opts->gid : (gid_t)-1;
 	if (!(rc = create_data(p, opts, &nr_pages, &made.data)) && !(rc = registry_absent(p)) &&
 	    !(rc = super_init(p, opts, nr_pages, &sb)) &&

@@ -57,10 +57,16 @@ ring_grow(struct mkv_epochs *ep)
 }
 
 /*
- * Publish a word of our slot's owner line (our pin, our registry snapshot).
- * If our claim on the slot was revoked meanwhile (we were judged dead), the
- * slot may be another client's by now: put back the word that was there.
- * The caller learns of it from mkv_client_alive().
+ * Publish a word of our slot's owner line (our pin, our registry
+ * snapshot).  The caller learns from mkv_client_alive() whether our claim
+ * on the slot was revoked meanwhile (we were judged dead): the word then
+ * counts for nothing.  Nobody else writes it meanwhile: a slot is claimed
+ * only by a process that locked its byte (client.c), which we hold while we
+ * live, and in a non-coherent pool only by a process of our host, where
+ * that lock is exact.  In a coherent pool shared by several kernels (a
+ * coherent CXL window) a process of another kernel may have claimed the
+ * slot from under our lock: there the compare-and-swap, exact in such a
+ * window, puts back the word that was there.
  */
 void
 mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v)
@@ -69,7 +75,7 @@ mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v)
 
 	mkv_share_store(p, w, v);
 	mkv_full_fence();
-	if (!mkv_client_alive(p))
+	if (!p->noncoherent && !mkv_client_alive(p))
 		mkv_share_cas(p, w, v, old);
 }
 
@@ -166,7 +172,7 @@ mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
 		uint64_t owner = mkv_share_load(p, &s->owner);
 		uint64_t pin = mkv_share_load(p, &s->pin);
 
-		if (MKV_SLOT_PID(owner) == 0 || pin == 0 || pin >= min)
+		if (pin == 0 || pin >= min || !mkv_client_claimed(p, i, owner))
 			continue;
 		/* a dead client's pin holds nothing back once its claim is revoked */
 		if (pin <= upto && mkv_client_reap(p, i, owner))

@@ -166,6 +166,7 @@ struct mkv_pool {
 	uint64_t lease_period_ns;
 	uint64_t client_timeout_ns;
 	struct mkv_watch *watch;  /* per client slot */
+	struct mkv_watch *node_watch;  /* per node entry: how long it has looked unused */
 	uint32_t backing;         /* enum mkv_backing */
 	char dax_device[32];
 	uint64_t dax_align;
@@ -375,6 +376,8 @@ static inline uint64_t mkv_client_owner(const struct mkv_pool *p)
 uint64_t mkv_client_boot_id(void);
 int mkv_client_attach(struct mkv_pool *p);
 void mkv_client_detach(struct mkv_pool *p);
+void mkv_client_range(const struct mkv_pool *p, uint32_t node_idx, uint32_t *lo, uint32_t *hi);
+bool mkv_client_claimed(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);

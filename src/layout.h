@@ -15,7 +15,9 @@
  *                          pool (clients)
  *   nodes_off              max_nodes x struct mkv_node, each by its node
  *                          (a dead node's cleared by another)
- *   slots_off              max_clients x struct mkv_slot
+ *   slots_off              max_clients x struct mkv_slot; in a non-coherent
+ *                          pool node entry i's processes claim only slots
+ *                          [i * k, (i + 1) * k), k = max_clients / max_nodes
  *   rq_off                 max_clients x MKV_RQ_DEPTH x struct mkv_rq
  *   pt_off                 nr_pages x uint64_t page states, by the holder
  *   hint_off               nr_pages x uint8_t access hints, by readers: the
@@ -24,7 +26,9 @@
  * Open-file-description locks on bytes of super, which guard nothing in
  * those bytes (and may lie past its end):
  *   byte i                      held by the owner of client slot i while it
- *                               lives (client.c)
+ *                               lives (client.c); a claim of slot i takes it
+ *                               first, so on one host a slot is never taken
+ *                               from a live owner, revoked or not
  *   MKV_NODE_LOCK_BASE + i      node entry i's node-local lock: its
  *                               processes serialise on it (lease.c)
  * and flock() of super serialises registry writers (registry.c).
@@ -114,7 +118,9 @@ static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines")
 /*
  * A node's entry, read by every node.  The first line is written by the
  * node's representative (the process holding the node-local lock), and
- * cleared by another node once every client of this one is dead: choosing
+ * cleared by another node once every client of this one is dead (in a
+ * non-coherent pool by the lease holder, inside its write window, once it
+ * revoked every claim of the node's slots): choosing
  * and number are the node's variables in Lamport's bakery, beat shows it
  * is alive.  The second line is written by the node's own processes only
  * (one host: they share their caches): its lease holder's heartbeat and
@@ -144,7 +150,10 @@ static_assert(sizeof(struct mkv_node) == 2 * MKV_CACHELINE, "two cachelines");
  * meaning free.  Every claim raises the incarnation, so grants recorded
  * under an older incarnation are recognisably orphaned.  Its owner holds
  * an open-file-description lock on byte <slot index> of super while it
- * lives (client.c).
+ * lives (client.c).  The first two lines are written by the owner and by
+ * claimants of the slot (processes of one host in a non-coherent pool);
+ * a claim is revoked on the third, the lease holder's: no line has
+ * writers on two hosts.
  */
 struct mkv_slot {
 	uint64_t owner;
@@ -168,7 +177,8 @@ struct mkv_slot {
 	uint64_t reserved1[1];
 	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
-	uint32_t reserved2[15];
+	uint32_t revoked;      /* incarnation of the last claim revoked (its owner judged dead) */
+	uint32_t reserved2[14];
 };
 static_assert(sizeof(struct mkv_slot) == 3 * MKV_CACHELINE, "three cachelines");
 static_assert(offsetof(struct mkv_slot, completed) == 2 * MKV_CACHELINE, "holder's line");

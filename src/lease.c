@@ -81,16 +81,28 @@ mkv_lease_node_name(struct mkv_pool *p, const char *name)
 
 /*
  * Whether node entry i (of node id) is in use: named by the lease, or the
- * node of a client slot whose owner is not known dead.  A process claims
- * its client slot before it looks for its node's entry (both under the
- * pool directory's lock), so a node with no such slot has nobody to use
- * its entry.
+ * node of a client slot whose owner is not known dead.  In a coherent
+ * pool a process claims its client slot before it looks for its node's
+ * entry (both under the pool directory's lock), so a node with no such
+ * slot has nobody to use its entry.  In a non-coherent pool the entry
+ * comes first, and its range of slots (client.c) is what counts: the
+ * holder, the only one to free entries there, revokes the dead claims of
+ * the range on the way.
  */
 static bool
 node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 {
+	uint32_t lo, hi;
+
 	if (LOAD(p->state->lease.holder_node) == i + 1)
 		return true;
+	if (p->noncoherent) {
+		mkv_client_range(p, i, &lo, &hi);
+		for (uint32_t s = lo; s < hi; s++)
+			if (!mkv_client_reap(p, s, LOAD(p->slots[s].owner)))
+				return true;
+		return false;
+	}
 	for (uint32_t s = 0; s < p->sb->max_clients; s++) {
 		uint64_t owner = LOAD(p->slots[s].owner);
 
@@ -102,22 +114,62 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 }
 
 /*
+ * In a non-coherent pool a process takes its node's entry before it claims
+ * a slot of the entry's range, and the directory lock that serialises the
+ * two with the holder's reclamation is its host's own: an entry that a
+ * node of another host has just taken looks unused until its slot is
+ * claimed.  So an entry is freed only once it looked unused, with the same
+ * id and beat (which every attach moves: mkv_lease_node_attach()), for the
+ * client timeout (by our clock, over the holder's passes): longer than an
+ * attach takes, unless the attaching process is paused that long, which is
+ * the pause a client on another host may not suffer (see GUARANTEES in
+ * marukv(7)).
+ */
+static bool
+node_idle(struct mkv_pool *p, uint32_t i, uint64_t id)
+{
+	struct mkv_watch *w = &p->node_watch[i];
+	uint64_t now = mkv_clock_now(), beat;
+
+	if (!p->noncoherent)
+		return true;
+	beat = LOAD(p->nodes[i].beat);
+	if (w->owner != id || w->beat != beat || w->since == 0) {
+		w->owner = id;
+		w->beat = beat;
+		w->since = now;
+		return false;
+	}
+	return now - w->since >= p->client_timeout_ns;
+}
+
+/*
  * Free the entries of nodes none of whose clients is alive; returns how
  * many.  Called with the pool directory locked, which serialises it with
  * claims on this host.  (Between hosts, a node that attaches while another
  * host frees its entry loses it; nodes of other hosts are judged by their
  * clients' heartbeats, so that takes a client timeout of silence first.)
+ * In a non-coherent pool only the lease holder frees entries, inside its
+ * write window: one party at a time across hosts, and the one that also
+ * revokes claims, so that a node whose processes were only paused finds
+ * its claims revoked before its entry is anyone else's.
  */
 uint32_t
 mkv_lease_nodes_reclaim(struct mkv_pool *p)
 {
 	uint32_t freed = 0;
 
+	if (p->noncoherent && !p->h.holding)
+		return 0;
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 		uint64_t id = LOAD(n->id);
 
-		if (id == 0 || id == p->node || node_in_use(p, i, id))
+		if (id == 0 || id == p->node || node_in_use(p, i, id)) {
+			p->node_watch[i].since = 0;
+			continue;
+		}
+		if (!node_idle(p, i, id))
 			continue;
 		STORE(n->id, 0);
 		mkv_share_persist(p, &n->id, sizeof(n->id));
@@ -131,6 +183,21 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		mkv_log(MKV_LOG_INFO, "pool %s: freed %u node table entries of dead nodes", p->path,
 				freed);
 	return freed;
+}
+
+static void beat_node(struct mkv_pool *p);
+
+/*
+ * In a non-coherent pool, an attach moves its node's beat: the holder then
+ * does not free an idle entry that a process of the node is taking up
+ * again (node_idle()).
+ */
+static int
+node_touch(struct mkv_pool *p)
+{
+	if (p->noncoherent)
+		beat_node(p);
+	return 0;
 }
 
 static bool
@@ -159,9 +226,10 @@ node_claim(struct mkv_pool *p)
  * Find this node's entry in the node table, or claim a free one, freeing
  * dead nodes' entries if none is free.  Called with the pool directory
  * locked (which serialises claims on one host), after the client slot is
- * claimed; between hosts a claim is written, flushed and read back after
- * a pause, and given up if another node wrote over it.  A read-only
- * handle never claims one.
+ * claimed in a coherent pool, before it in a non-coherent one (whose slots
+ * belong to node entries); between hosts a claim is written, flushed and
+ * read back after a pause, and given up if another node wrote over it.  A
+ * read-only handle claims one only in a non-coherent pool, for its slot.
  */
 int
 mkv_lease_node_attach(struct mkv_pool *p)
@@ -172,11 +240,13 @@ mkv_lease_node_attach(struct mkv_pool *p)
 		mkv_share_inval(p, n, MKV_CACHELINE);
 		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
-			return 0;
+			return node_touch(p);
 		}
 	}
-	if ((p->flags & MKV_RDONLY) || node_claim(p) || (mkv_lease_nodes_reclaim(p) && node_claim(p)))
+	if ((p->flags & MKV_RDONLY) && !p->noncoherent)
 		return 0;
+	if (node_claim(p) || (mkv_lease_nodes_reclaim(p) && node_claim(p)))
+		return node_touch(p);
 	return mkv_err(MKV_E_USERS, "pool %s: the node table is full: its %u entries are all nodes with live clients",
 			p->path, p->sb->max_nodes);
 }
@@ -414,13 +484,16 @@ mkv_lease_valid(struct mkv_pool *p)
  * before the load after it, so of two such holders at least one sees the
  * other (Dekker's pattern): the old one finds itself superseded and writes
  * nothing, or the new one waits until the old one's window has closed.
- * MKV_E_FENCED: superseded, the window is closed again.
+ * MKV_E_FENCED: superseded, the window is closed again; or our claim was
+ * revoked, and our node's entry is no longer sure to be ours to write.
  */
 int
 mkv_lease_write_begin(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
+	if (p->noncoherent && !mkv_client_alive(p))
+		return MKV_E_FENCED;
 	STORE(me->write_slot, p->slot);
 	STORE(me->write_owner, mkv_client_owner(p));
 	STORE(me->write_gen, p->h.generation);
@@ -560,7 +633,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		return 0;
 	if ((p->flags & MKV_RDONLY) || p->node_idx == UINT32_MAX)
 		return MKV_E_RDONLY;
-	if (!mkv_lease_expired(p))
+	/* revoked, our node's entry may be another node's by now: hands off it */
+	if (!mkv_lease_expired(p) || !mkv_client_alive(p))
 		return -EAGAIN;
 	if (!node_lock(p, 0))
 		return -EAGAIN;

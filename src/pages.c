@@ -179,8 +179,7 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 			owner = mkv_share_load(p, &p->slots[s].owner);
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
-					verdict[s] = MKV_SLOT_PID(owner) != 0 &&
-						!mkv_client_reap(p, s, owner) ? VALID : VOID;
+					verdict[s] = !mkv_client_reap(p, s, owner) ? VALID : VOID;
 				if (verdict[s] == VALID)
 					continue;
 			}

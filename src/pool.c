@@ -148,7 +148,8 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
 	    sb->lease_period_ms > 60000 || sb->client_timeout_ms < 100 ||
 	    sb->client_timeout_ms > 3600000 ||
-	    (sb->coherence != MKV_COHERENT && sb->coherence != MKV_NONCOHERENT))
+	    (sb->coherence != MKV_COHERENT && sb->coherence != MKV_NONCOHERENT) ||
+	    (sb->coherence == MKV_NONCOHERENT && sb->max_clients < sb->max_nodes))
 		return mkv_err(MKV_E_CORRUPT, "pool %s: superblock layout is inconsistent", p->path);
 	if (sb->coherence == MKV_NONCOHERENT && !mkv_share_supported())
 		return mkv_err(MKV_E_INVAL,
@@ -223,7 +224,8 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	p->lease_period_ns = (uint64_t)hdr->lease_period_ms * 1000000ULL;
 	p->client_timeout_ns = (uint64_t)hdr->client_timeout_ms * 1000000ULL;
 	p->watch = calloc(hdr->max_clients, sizeof(*p->watch));
-	if (!p->watch)
+	p->node_watch = calloc(hdr->max_nodes, sizeof(*p->node_watch));
+	if (!p->watch || !p->node_watch)
 		return mkv_err(MKV_E_NOMEM, "pool %s: out of memory", p->path);
 	return 0;
 }
@@ -380,13 +382,16 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		goto fail;
 	mkv_share_init(p, hdr.coherence);
 	/*
-	 * The client slot before the node entry (see mkv_lease_nodes_reclaim())
-	 * and before the registry, whose first read a slot protects in a
-	 * non-coherent pool (regsnap.c).
+	 * The client slot before the node entry (see mkv_lease_nodes_reclaim()),
+	 * but in a non-coherent pool, whose slots belong to node entries
+	 * (client.c); both before the registry, whose first read a slot
+	 * protects in a non-coherent pool (regsnap.c).
 	 */
 	if ((rc = pool_map(p, &hdr)) || (rc = mkv_lease_node_name(p, opts->node)) ||
-	    (rc = mkv_client_attach(p)) || (rc = mkv_reg_open(p, &hdr)) ||
-	    (rc = mkv_lease_node_attach(p)))
+	    (p->noncoherent && (rc = mkv_lease_node_attach(p))) ||
+	    (rc = mkv_client_attach(p)) ||
+	    (!p->noncoherent && (rc = mkv_lease_node_attach(p))) ||
+	    (rc = mkv_reg_open(p, &hdr)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);
 	if ((rc = mkv_lease_init(p)))
@@ -437,6 +442,7 @@ handle_free(struct mkv_pool *p)
 		mkv_rq_fini(p);
 	}
 	free(p->watch);
+	free(p->node_watch);
 	free(p->path);
 	free(p);
 }

@@ -78,7 +78,7 @@ grant_valid(const struct mkv_pool *p, uint64_t w)
 	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || slot >= p->sb->max_clients)
 		return false;
 	owner = mkv_share_load(p, &p->slots[slot].owner);
-	return MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
+	return MKV_SLOT_INC(owner) == MKV_PG_INC(w) && mkv_client_claimed(p, slot, owner) &&
 		!(mkv_client_local(p, slot, owner) && mkv_client_dead(p, slot, owner));
 }
 

@@ -499,6 +499,11 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		if (s == last)
 			continue;
 		last = s;
+		/*
+		 * Only holders write this line, one write window at a time
+		 * between hosts; the last one may have been on another host.
+		 */
+		mkv_share_inval(p, &p->slots[s].completed, MKV_CACHELINE);
 		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
 		mkv_share_persist(p, &p->slots[s].completed, sizeof(uint32_t));
 		mkv_rq_futex_wake(&p->slots[s].completed);

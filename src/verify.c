@@ -146,7 +146,8 @@ count_leaks(struct mkv_pool *p, const uint8_t *mark, struct mkv_verify *v)
 			continue;
 		if (MKV_PG_STATE(w) == MKV_PG_GRANTED && MKV_PG_SLOT(w) < p->sb->max_clients) {
 			owner = mkv_share_load(p, &p->slots[MKV_PG_SLOT(w)].owner);
-			if (MKV_SLOT_PID(owner) && MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
+			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w) &&
+			    mkv_client_claimed(p, MKV_PG_SLOT(w), owner) &&
 			    !mkv_client_dead(p, MKV_PG_SLOT(w), owner))
 				continue;
 		}

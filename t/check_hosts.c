@@ -27,11 +27,18 @@
 #define VMAX (3 * TU_PAGE_SIZE)
 #define LEASE_MS 200U
 #define CLIENT_TIMEOUT_MS 1000U
+/* a node entry per host and one spare: CLIENTS / NODES slots a host */
+#define NODES 4U
+#define CLIENTS 64U
 
 /* ===================================================================== */
 /* The host process                                                      */
 
 static struct mkv_pool *hpool;
+/* more handles of the host's process, each with a client slot of its own */
+#define MANY 16U
+static struct mkv_pool *hmany[MANY];
+static unsigned nmany;
 
 static size_t
 hkey(char *key, const char *prefix, long long i, size_t *len)
@@ -84,19 +91,29 @@ host_batch(const char *prefix, long long from, long long n, int *rc)
  *                   again: how many rounds completed
  *   holds           1 if this process holds the lease
  *   verify          problems a deep mkv_pool_verify() finds
- *   close           close the pool
+ *   many N          open N more handles (at most MANY in all)
+ *   alive           how many of those still hold their slots (a call on
+ *                   each does not fail with MKV_E_EXPIRED)
+ *   clients         client slots in use, as mkv_pool_stat() counts them
+ *   nodes           node entries in use, likewise
+ *   mine            1 if every slot in use with a pid of this process is
+ *                   named after this host's node by mkv_pool_clients()
+ *   try P FROM      the result of publishing P<FROM> (0 or an error code)
+ *   close           close the pool and the other handles
  */
 static void
 host_cmd(char *line, char *out, size_t size)
 {
 	const char *host = getenv("HOSTEMU_HOST");
 	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
-			.client_timeout_ms = CLIENT_TIMEOUT_MS };
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_nodes = NODES,
+			.max_clients = CLIENTS };
 	char cmd[16] = "", prefix[16] = "", key[64];
 	long long from = 0, n = 0, done = 0;
+	struct mkv_client cl[CLIENTS];
 	struct mkv_verify v;
 	struct mkv_stat st;
-	size_t klen, len;
+	size_t klen, len, ncl;
 	int rc = 0;
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, prefix, &from, &n);
@@ -128,8 +145,29 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "verify") == 0) {
 		if ((rc = mkv_pool_verify(hpool, MKV_VERIFY_DEEP, &v)) == 0)
 			done = (long long)v.problems;
+	} else if (strcmp(cmd, "many") == 0) {
+		sscanf(line, "%15s %lld", cmd, &n);
+		for (; done < n && nmany < MANY && rc == 0; done++)
+			rc = tu_open(getenv("HOSTEMU_POOL"), 0, &o, &hmany[nmany++]);
+	} else if (strcmp(cmd, "alive") == 0) {
+		for (unsigned i = 0; i < nmany; i++)
+			done += mkv_pool_stat(hmany[i], &st) == 0;
+	} else if (strcmp(cmd, "clients") == 0 || strcmp(cmd, "nodes") == 0) {
+		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
+			done = cmd[0] == 'c' ? st.clients : st.nodes;
+	} else if (strcmp(cmd, "mine") == 0) {
+		done = 1;
+		if ((rc = mkv_pool_clients(hpool, cl, CLIENTS, &ncl)) == 0)
+			for (size_t i = 0; i < ncl; i++)
+				if (cl[i].pid == (uint32_t)getpid() && strcmp(cl[i].node, host) != 0)
+					done = 0;
+	} else if (strcmp(cmd, "try") == 0) {
+		klen = hkey(key, prefix, from, &len);
+		done = tu_put(hpool, key, klen, len);
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
+		while (nmany)
+			mkv_pool_close(&hmany[--nmany]);
 	} else {
 		snprintf(out, size, "! unknown command %s", cmd);
 		return;
@@ -163,20 +201,22 @@ hosts_teardown(void)
 
 /*
  * Host @p name of a pool of coherence @p mode, with @p noise spontaneous
- * events per ms, and one more variable of the environment @p extra (or NULL).
+ * events per ms, flushes that wait @p lag microseconds, and one more
+ * variable of the environment @p extra (or NULL).
  */
 static void
-host_start_env(struct tu_host *h, const char *name, const char *mode, const char *noise,
-		const char *extra)
+host_start_with(struct tu_host *h, const char *name, const char *mode, const char *noise,
+		const char *lag, const char *extra)
 {
-	char node[32], boot[32], coh[32], nz[32], seed[32];
-	const char *env[] = { node, boot, coh, nz, seed, extra, NULL };
+	char node[32], boot[32], coh[32], nz[32], seed[32], lg[32];
+	const char *env[] = { node, boot, coh, nz, seed, lg, extra, NULL };
 
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
 	snprintf(coh, sizeof(coh), "TU_COHERENCE=%s", mode);
 	snprintf(nz, sizeof(nz), "HOSTEMU_NOISE=%s", noise);
 	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
+	snprintf(lg, sizeof(lg), "HOSTEMU_LAG=%s", lag);
 	tu_host_start(h, "check_hosts", name, emu, tu_path, env);
 	ck_assert_int_eq(tu_host_do(h, "open"), 0);
 }
@@ -184,7 +224,7 @@ host_start_env(struct tu_host *h, const char *name, const char *mode, const char
 static void
 host_start(struct tu_host *h, const char *name, const char *mode, const char *noise)
 {
-	host_start_env(h, name, mode, noise, NULL);
+	host_start_with(h, name, mode, noise, "0", NULL);
 }
 
 /* Three hosts on one pool: each one's writes, direct or forwarded, read whole by the others. */
@@ -400,7 +440,7 @@ START_TEST(test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts)
 
 		host_start(&h1, "h1", "noncoherent", "0");
 		ck_assert_int_eq(tu_host_do(&h1, "put a%u 0 %u", round, 2 * KEYS), 2 * KEYS);
-		host_start_env(&h2, "h2", "noncoherent", "0", "HOSTEMU_STOP=src/get.c:");
+		host_start_with(&h2, "h2", "noncoherent", "0", "0", "HOSTEMU_STOP=src/get.c:");
 		tu_host_send(&h2, "batch a%u 0 %u", round, 2 * KEYS);
 		ck_assert_int_eq(tu_wait_stopped(h2.pid, 30), 0);
 		ck_assert_int_eq(tu_host_do(&h1, "churn z 10 2"), 2);
@@ -412,6 +452,144 @@ START_TEST(test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts)
 		ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
 		tu_host_end(&h2);
 		tu_host_end(&h1);
+	}
+}
+END_TEST
+
+/*
+ * Two hosts open many clients at once, three times over, each filling its
+ * node's range of slots: no slot is claimed by both (a compare-and-swap
+ * is atomic within a host only, so two hosts swapping the same owner word
+ * would both win, and one lose its slot on the next look).  Their flushes
+ * lag, so that a claim stays in its host's cache long enough for the other
+ * host to read the slot still free.  Every handle
+ * keeps its slot, each of them is named after its own host, and the slots
+ * in use are exactly as many as the handles.
+ */
+START_TEST(test_hosts_opening_many_clients_at_once_never_share_a_slot)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "noncoherent", "0");
+	for (unsigned round = 0; round < 3; round++) {
+		host_start_with(&h[1], "h2", "noncoherent", "0", "2000", NULL);
+		host_start_with(&h[2], "h3", "noncoherent", "0", "2000", NULL);
+		tu_host_send(&h[1], "many %u", MANY - 1);
+		tu_host_send(&h[2], "many %u", MANY - 1);
+		ck_assert_int_eq(tu_host_recv(&h[1]), MANY - 1);
+		ck_assert_int_eq(tu_host_recv(&h[2]), MANY - 1);
+		for (int i = 1; i < 3; i++) {
+			ck_assert_int_eq(tu_host_do(&h[i], "alive"), MANY - 1);
+			ck_assert_int_eq(tu_host_do(&h[i], "mine"), 1);
+		}
+		ck_assert_int_eq(tu_host_do(&h[0], "clients"), 2 * MANY + 1);
+		for (int i = 1; i < 3; i++) {
+			ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+			tu_host_end(&h[i]);
+		}
+	}
+	ck_assert_int_eq(tu_host_do(&h[0], "close"), 0);
+	tu_host_end(&h[0]);
+}
+END_TEST
+
+/* Ask @p h for @p what until it answers @p want, for 20 client timeouts at most. */
+static void
+host_await(struct tu_host *h, const char *what, long long want)
+{
+	double end = tu_now() + 20.0 * CLIENT_TIMEOUT_MS / 1000;
+	long long got;
+
+	while ((got = tu_host_do(h, "%s", what)) != want && tu_now() < end)
+		tu_sleep_ms(LEASE_MS);
+	ck_assert_msg(got == want, "%s on %s: %lld, waited for %lld", what, h->name, got, want);
+}
+
+/*
+ * A host whose processes all die: the holder on another host revokes its
+ * claims and frees its node entry, and a new host, for which the full node
+ * table had no room, takes that entry and every slot of its range, the
+ * dead host's included, and works.
+ */
+START_TEST(test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused)
+{
+	struct tu_host h[5];
+	const char *names[] = { "h1", "h2", "h3", "h4", "h5" };
+
+	for (int i = 0; i < 4; i++)
+		host_start(&h[i], names[i], "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "many 3"), 3);
+	ck_assert_int_eq(tu_host_do(&h[1], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "nodes"), NODES);
+	ck_assert_int_eq(kill(h[1].pid, SIGKILL), 0);
+	ck_assert_int_ne(tu_reap(h[1].pid, 10), 0);
+	fclose(h[1].to);
+	fclose(h[1].from);
+	host_await(&h[0], "nodes", NODES - 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_start(&h[4], names[4], "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[4], "many %u", MANY - 1), MANY - 1);
+	ck_assert_int_eq(tu_host_do(&h[4], "alive"), MANY - 1);
+	ck_assert_int_eq(tu_host_do(&h[4], "mine"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "nodes"), NODES);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3 + MANY);
+	ck_assert_int_eq(tu_host_do(&h[4], "put e 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check e 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[4], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[3], "verify"), 0);
+	for (int i = 0; i < 5; i++) {
+		if (i == 1)
+			continue;
+		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+		tu_host_end(&h[i]);
+	}
+}
+END_TEST
+
+/*
+ * The holder's host is stopped past the client timeout: another host takes
+ * the lease, revokes the stopped host's claims and frees its node entry,
+ * which a new host then takes, with the slot of its first handle.  When
+ * the stopped host resumes it knows it lost everything: none of its
+ * handles holds a slot (the three whose owner words nobody rewrote
+ * included) and a write fails with MKV_E_EXPIRED; h2 still holds the
+ * lease, and the new host's slots and entry are still its own.
+ */
+START_TEST(test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost)
+{
+	struct tu_host h[5];
+	const char *names[] = { "h1", "h2", "h3", "h4", "h5" };
+
+	for (int i = 0; i < 4; i++)
+		host_start(&h[i], names[i], "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "many 3"), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(kill(h[0].pid, SIGSTOP), 0);
+	/* forwarded to the stopped holder first, then served by h2 once the lease expired */
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "holds"), 1);
+	host_await(&h[1], "nodes", NODES - 1);
+	host_start(&h[4], names[4], "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[4], "mine"), 1);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	/* its service thread runs a few rounds meanwhile */
+	tu_sleep_ms(CLIENT_TIMEOUT_MS);
+	ck_assert_int_eq(tu_host_do(&h[0], "alive"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "try z 0"), MKV_E_EXPIRED);
+	ck_assert_int_eq(tu_host_do(&h[4], "mine"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "nodes"), NODES);
+	ck_assert_int_eq(tu_host_do(&h[1], "clients"), NODES);
+	ck_assert_int_eq(tu_host_do(&h[4], "put e 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check e 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[4], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[3], "check b 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[3], "verify"), 0);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+		tu_host_end(&h[i]);
 	}
 }
 END_TEST
@@ -432,6 +610,9 @@ hosts_suite(void)
 	tcase_add_test(tc, test_hosts_race_for_a_dead_holders_lease);
 	tcase_add_test(tc, test_a_second_process_of_a_host_opens_behind_other_hosts_commits);
 	tcase_add_test(tc, test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts);
+	tcase_add_test(tc, test_hosts_opening_many_clients_at_once_never_share_a_slot);
+	tcase_add_test(tc, test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused);
+	tcase_add_test(tc, test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -655,6 +655,39 @@ writer_end(struct tu_child *c, enum wend how)
 	tu_child_end(c);
 }
 
+/*
+ * In a non-coherent pool only the lease holder frees a dead node's entry,
+ * once it has looked unused for the client timeout (marukv(7), COHERENCE
+ * MODEL): an open that finds the table full does not, nor does
+ * mkv_pool_reclaim() at once.  check_hosts shows the holder doing it.
+ */
+static int
+nodes_freed_by_holder_only(const char *test)
+{
+	if (tu_coherence() != MKV_NONCOHERENT)
+		return 0;
+	fprintf(stderr, "%s: skipped, a non-coherent pool frees node entries in the holder's passes\n",
+			test);
+	return 1;
+}
+
+/*
+ * Non-coherent: wait until the holder on @p pool has freed every node
+ * entry but its own (BOUND at most), as it does in its passes.
+ */
+static void
+nodes_await_one(struct mkv_pool *pool)
+{
+	double end = tu_now() + BOUND;
+	struct mkv_stat st;
+
+	if (tu_coherence() != MKV_NONCOHERENT)
+		return;
+	while (tu_stat(pool, &st), st.nodes != 1 && tu_now() < end)
+		tu_sleep_ms(100);
+	ck_assert_uint_eq(st.nodes, 1);
+}
+
 START_TEST(test_node_table_does_not_fill_with_dead_nodes)
 {
 	struct tu_opts o = { .node = "c0", .lease_ms = 100, .client_timeout_ms = NODE_TIMEOUT_MS,
@@ -664,6 +697,8 @@ START_TEST(test_node_table_does_not_fill_with_dead_nodes)
 	char node[32], msg[256];
 	int rc;
 
+	if (nodes_freed_by_holder_only(__func__))
+		return;
 	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	mkv_pool_close(&pool);
 	for (unsigned i = 0; i < 40; i++) {
@@ -714,10 +749,12 @@ START_TEST(test_max_nodes_bounds_live_nodes)
 		writer_end(&b, round == 0 ? W_CLOSE : W_KILLED);
 		if (round == 1)
 			tu_sleep_ms(4 * NODE_TIMEOUT_MS);
+		nodes_await_one(pool);
 		rc = writer_start(&c, "c", msg, sizeof(msg));
 		ck_assert_msg(rc == 0, "node \"c\" after \"b\" %s: %d (%s): %s",
 				round == 0 ? "closed" : "was killed", rc, mkv_strerror(rc), msg);
 		writer_end(&c, W_CLOSE);
+		nodes_await_one(pool);
 	}
 	mkv_pool_close(&pool);
 }
@@ -737,6 +774,8 @@ START_TEST(test_gc_reclaim_repairs_full_node_table)
 		fprintf(stderr, "%s: skipped, %s not built\n", __func__, tool);
 		return;
 	}
+	if (nodes_freed_by_holder_only(__func__))
+		return;
 	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	mkv_pool_close(&pool);
 	/* 32 nodes, all dead: the default table is full of them */

@@ -15,6 +15,10 @@
  *   HOSTEMU_NOISE  spontaneous write-backs and drops of lines, per
  *                  millisecond and process (default 0: none)
  *   HOSTEMU_SEED   their random numbers (mixed with the pid)
+ *   HOSTEMU_LAG    microseconds each flush waits before it writes its lines
+ *                  back (default 0): a store stays in its host's cache that
+ *                  long, which widens the window in which another host may
+ *                  load the line's old value from the device
  *   HOSTEMU_SKIP   a site whose calls do nothing, to show that a test notices
  *   HOSTEMU_SITES  a file to which each site seen is appended, one a line
  *                  (once per process; the reader removes duplicates)
@@ -176,6 +180,7 @@ static struct {
 	int sites_fd;
 	double noise;
 	uint64_t seed;
+	long lag_us;
 	int noise_running;
 	uint32_t *locks;  /* the stripes, then HE_EXTLOCKS growth locks */
 } he = { .sites_fd = -1 };
@@ -646,6 +651,8 @@ he_setup(void)
 		he.noise = strtod(v, NULL);
 	if ((v = getenv("HOSTEMU_SEED")) != NULL)
 		he.seed = strtoull(v, NULL, 0);
+	if ((v = getenv("HOSTEMU_LAG")) != NULL)
+		he.lag_us = strtol(v, NULL, 0);
 	pthread_atfork(he_atfork_prepare, he_atfork_parent, he_atfork_child);
 	__atomic_store_n(&he.active, 1, __ATOMIC_RELEASE);
 }
@@ -833,6 +840,10 @@ he_inval(const void *addr, size_t len, const char *site)
 static void
 he_flush(const void *addr, size_t len, const char *site)
 {
+	struct timespec lag = { he.lag_us / 1000000, he.lag_us % 1000000 * 1000 };
+
+	if (he.lag_us > 0 && he_on())
+		nanosleep(&lag, NULL);
 	he_range(addr, len, site, HE_FLUSH);
 }
 

@@ -103,28 +103,46 @@ tu_coherence(void)
 	return c && strcmp(c, "noncoherent") == 0 ? MKV_NONCOHERENT : MKV_COHERENT;
 }
 
+/*
+ * The node table's size: as asked, else the library's default, but for a
+ * non-coherent pool, which gives each node max_clients / max_nodes slots:
+ * there two nodes, each with half of them, or one node with all of a
+ * handful.
+ */
+static uint32_t
+tu_max_nodes(const struct tu_opts *o, uint32_t max_clients)
+{
+	if (o->max_nodes)
+		return o->max_nodes;
+	if (tu_coherence() != MKV_NONCOHERENT)
+		return MKV_DEFAULT_MAX_NODES;
+	return max_clients < 4 ? 1 : 2;
+}
+
 int
 tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_pool **pool)
 {
 	struct mkv_opts *opts = NULL;
+	uint32_t max_clients;
 	int rc;
 
 	*pool = NULL;
 	if (o == NULL)
 		return mkv_pool_open(path, flags, NULL, pool);
+	max_clients = o->max_clients ? o->max_clients : 16;
 	if (o->host && setenv("MARUKV_BOOT_ID", o->host, 1) < 0)
 		return -errno;
 	if ((rc = mkv_opts_new(&opts)) < 0)
 		return rc;
 	if ((rc = mkv_opts_set_page_size(opts, o->page_size ? o->page_size : TU_PAGE_SIZE)) < 0 ||
 	    (rc = mkv_opts_set_data_size(opts, o->data_size ? o->data_size : TU_DATA_SIZE)) < 0 ||
-	    (rc = mkv_opts_set_max_clients(opts, o->max_clients ? o->max_clients : 16)) < 0 ||
+	    (rc = mkv_opts_set_max_clients(opts, max_clients)) < 0 ||
 	    (rc = mkv_opts_set_watermarks(opts, 0, 0)) < 0 ||
 	    (o->node && (rc = mkv_opts_set_node(opts, o->node)) < 0) ||
 	    (o->lease_ms && (rc = mkv_opts_set_lease_period(opts, o->lease_ms)) < 0) ||
 	    (o->client_timeout_ms &&
 	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
-	    (o->max_nodes && (rc = mkv_opts_set_max_nodes(opts, o->max_nodes)) < 0) ||
+	    (rc = mkv_opts_set_max_nodes(opts, tu_max_nodes(o, max_clients))) < 0 ||
 	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0) ||
 	    (rc = mkv_opts_set_coherence(opts, tu_coherence())) < 0) {
 		mkv_opts_delete(&opts);
