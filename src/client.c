@@ -290,14 +290,19 @@ mkv_client_usable(const struct mkv_pool *p, const char *fn)
 }
 
 /*
- * The second half, right after mkv_reg_rtxn(), which invalidated our
- * owner word's line together with the registry's metas (one wait for
- * memory instead of two): the word is read as it is.
+ * The second half, right after mkv_reg_rtxn(), which invalidated the
+ * lines of our owner and revoked words together with the registry's metas
+ * (one wait for memory instead of two): the words are read as they are,
+ * as mkv_client_alive() reads them.
  */
 int
 mkv_client_check_fresh(const struct mkv_pool *p, const char *fn)
 {
-	if (__atomic_load_n(&p->slots[p->slot].owner, __ATOMIC_SEQ_CST) != mkv_client_owner(p))
+	const struct mkv_slot *s = &p->slots[p->slot];
+	uint64_t owner = mkv_client_owner(p);
+
+	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner ||
+	    __atomic_load_n(&s->revoked, __ATOMIC_SEQ_CST) == MKV_SLOT_INC(owner))
 		return expired(p, fn);
 	return 0;
 }

@@ -143,7 +143,7 @@ mkv_reg_newest_meta(const struct mkv_pool *p)
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
-	const void *owner = p->slot != UINT32_MAX ? &p->slots[p->slot].owner : NULL;
+	const struct mkv_slot *slot = p->slot != UINT32_MAX ? &p->slots[p->slot] : NULL;
 	uint64_t newest, seen;
 	unsigned next;
 
@@ -154,21 +154,26 @@ mkv_reg_fresh_metas(struct mkv_pool *p)
 	 * meta's id last.  Once both were invalidated whole at newest id
 	 * `seen`, the next commit, and any after it, shows first in the line
 	 * of meta ((seen + 1) & 1) holding its id: while that is older, the
-	 * metas are as they were.  With that line, our slot's owner word,
-	 * which mkv_client_check_fresh() reads next: their reads wait for
-	 * memory together.
+	 * metas are as they were.  With that line, the two words of our slot
+	 * that say whether our claim stands (owner, revoked), which
+	 * mkv_client_check_fresh() reads next: their reads wait for memory
+	 * together.
 	 */
 	seen = __atomic_load_n(&p->reg->metas_seen, __ATOMIC_ACQUIRE);
 	next = (unsigned)((seen + 1) & 1);
 	if (seen && p->reg->lock_txnid) {
-		const void *lines[2] = {
-			p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID, owner };
+		const void *lines[3] = {
+			p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID,
+			slot ? (const void *)&slot->owner : NULL,
+			slot ? (const void *)&slot->revoked : NULL };
 
-		mkv_share_inval_n(p, lines, owner ? 2 : 1, sizeof(uint64_t));
+		mkv_share_inval_n(p, lines, slot ? 3 : 1, sizeof(uint64_t));
 		if (meta_txnid(p, next) <= seen)
 			goto lock;
-	} else if (owner) {
-		mkv_share_inval(p, owner, sizeof(uint64_t));
+	} else if (slot) {
+		const void *lines[2] = { &slot->owner, &slot->revoked };
+
+		mkv_share_inval_n(p, lines, 2, sizeof(uint64_t));
 	}
 	{
 		const void *metas[2] = { p->reg->shadow, p->reg->shadow + p->reg->psize };
