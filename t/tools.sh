@@ -146,9 +146,9 @@ rc=$?
 check "bench takeover exits 0 (got $rc)" test "$rc" -eq 0
 check "bench takeover is quiet on stderr" test ! -s "$tmp/to.err"
 check "bench takeover has its columns" grep -Eq \
-	'^client +trials +median +min +p90 +max +failed$' "$tmp/to.out"
-check "bench takeover has a same-node and an other-node row of 2 trials, 0 failed" \
-	test "$(sed -n 's/^\([a-z-]*\)  *2  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0$/\1/p' \
+	'^client +memory +trials +median +min +p90 +max +failed +long +nc/c$' "$tmp/to.out"
+check "bench takeover has a same-node and an other-node coherent row of 2 trials, 0 failed" \
+	test "$(sed -n 's/^\([a-z-]*\)  *coherent  *2  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0  *0  *-$/\1/p' \
 		"$tmp/to.out" | tr '\n' ' ')" = "same-node other-node "
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/to.err" ] || show "$tmp/to.out" "$tmp/to.err"
 
@@ -157,8 +157,32 @@ check "bench takeover has a same-node and an other-node row of 2 trials, 0 faile
 rc=$?
 check "bench takeover --same-node --json exits 0 (got $rc)" test "$rc" -eq 0
 check "bench takeover --json has one same-node row with the documented keys" grep -Eqx \
-	'    \{ "client": "same-node", "median_ns": [0-9]+, "min_ns": [0-9]+, "p90_ns": [0-9]+, "max_ns": [0-9]+, "failed_publishes": 0 \}' \
+	'    \{ "client": "same-node", "coherence": "coherent", "median_ns": [0-9]+, "min_ns": [0-9]+, "p90_ns": [0-9]+, "max_ns": [0-9]+, "failed_publishes": 0, "long_trials": 0, "ratio_noncoherent": null \}' \
 	"$tmp/to.json"
+
+# The other-host client judges the holder by heartbeat, which stands still
+# for a lease period after the kill less the quarter period it may have
+# beaten before: half a lease period is a floor that load cannot break.
+"$bench" takeover --trials 1 --period-ms 200 --client-timeout-ms 300 --both --other-host \
+	--dir "$tmp" --json >"$tmp/toh.json" 2>"$tmp/toh.err"
+rc=$?
+check "bench takeover --both --other-host exits 0 (got $rc)" test "$rc" -eq 0
+check "bench takeover --both --other-host is quiet on stderr" test ! -s "$tmp/toh.err"
+check "bench takeover --json has the client timeout" grep -q '"client_timeout_ms": 300,' \
+	"$tmp/toh.json"
+check "bench takeover --both has an other-host row per mode, the ratio on the non-coherent one" \
+	test "$(sed -n 's/^    { "client": "other-host", "coherence": "\([a-z-]*\)", .*"failed_publishes": 0, "long_trials": [01], "ratio_noncoherent": \([a-z]*\)[0-9.]* }.*/\1:\2/p' \
+		"$tmp/toh.json" | tr '\n' ' ')" = "coherent:null non-coherent: "
+check "bench takeover other-host takeovers take at least half a lease period" \
+	test "$(sed -n 's/.*"client": "other-host".*"min_ns": \([0-9]*\),.*/\1/p' "$tmp/toh.json" |
+		awk '$1 >= 100000000 { n++ } END { print n + 0 }')" -eq 2
+check "bench takeover long_trials counts the trials of the client timeout (300 ms) or more" \
+	test "$(sed -n 's/.*"client": "other-host".*"min_ns": \([0-9]*\),.*"long_trials": \([0-9]*\),.*/\1 \2/p' \
+		"$tmp/toh.json" | awk '($1 >= 300000000) == $2 { n++ } END { print n + 0 }')" -eq 2
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/toh.err" ] || show "$tmp/toh.json" "$tmp/toh.err"
+"$bench" takeover --client-timeout-ms 50 >/dev/null 2>&1
+rc=$?
+check "bench takeover --client-timeout-ms 50 exits 2 (got $rc)" test "$rc" -eq 2
 "$bench" takeover --period-ms 10 >/dev/null 2>&1
 rc=$?
 check "bench takeover --period-ms 10 exits 2 (got $rc)" test "$rc" -eq 2

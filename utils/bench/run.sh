@@ -33,6 +33,10 @@ set_commands="register takeover hitrate evict lookup getsize put flush coherence
 options_of() {
 	case $1 in
 	register) echo "--writers 1,2,4,8" ;;
+	# Every row on coherent and non-coherent pools in one run, for the
+	# ratio of their medians; fewer trials, as an other-host trial may
+	# wait out a client timeout.
+	takeover) echo "--both --same-node --other-node --other-host --trials 10" ;;
 	esac
 }
 
