@@ -108,6 +108,7 @@ struct cd_sh {
 	struct cd_cfg cfg;
 	int go;
 	int stop;
+	int open_turn;   /* --hosts: the child whose turn it is to open */
 	int why_claimed;
 	int nfail;
 	char why[1024];

@@ -289,6 +289,22 @@ judge(enum cd_call call, int rc, const char *key)
 	return bad;
 }
 
+/*
+ * --hosts: wait (15 s at most) until the children before this one have
+ * opened.  Opens on different hosts at once are not safe yet: a client
+ * slot is claimed by a compare-and-swap, which is exact among the
+ * processes of one host only (marukv(7), COHERENCE MODEL), and two hosts
+ * that claim the same slot both think they hold it.
+ */
+static void
+open_turn_wait(void)
+{
+	double end = tu_now() + 15;
+
+	while (__atomic_load_n(&sh->open_turn, __ATOMIC_ACQUIRE) != me && tu_now() < end)
+		tu_sleep_us(200);
+}
+
 /* A child's start: open the pool, say it is ready, wait for the go. */
 static int
 child_open(const char *path, const char *node, struct mkv_pool **pool)
@@ -297,7 +313,10 @@ child_open(const char *path, const char *node, struct mkv_pool **pool)
 
 	cd_log_install();
 	cd_phase(PH_OPEN);
+	if (sh->cfg.hosts)
+		open_turn_wait();
 	rc = cd_open(path, (unsigned)sh->ch[me].flags, node, pool);
+	__atomic_store_n(&sh->open_turn, me + 1, __ATOMIC_RELEASE);
 	bad = cd_rc(C_OPEN, rc, path);
 	if (rc < 0)
 		return cd_fail(1, "%s open: %s: %s", role_name[sh->ch[me].role], mkv_strerror(rc),
