@@ -1,14 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/crash.sh [--torture | --hosts] -- seeded crash trials: processes on simulated
-# nodes write, delete and read a small pool while t/crashdrv SIGKILLs some
-# of them at seeded moments (some parked right before a chosen call); then
-# marukv-gc reclaims what the dead left and the driver checks the pool:
-# no value with a wrong byte, no problem for mkv_pool_verify(MKV_VERIFY_DEEP),
-# every page accounted for, every acknowledged publish still there unless
-# deleted, no call returning a code its documentation does not list (see
-# t/crashdrv.c).
+# t/crash.sh [--torture | --hosts] -- seeded crash trials: processes on
+# simulated nodes write, delete and read a small pool while t/crashdrv
+# SIGKILLs some of them at seeded moments (some parked right before a
+# chosen call); then marukv-gc reclaims what the dead left and the driver
+# checks the pool: no value with a wrong byte, no problem for
+# mkv_pool_verify(MKV_VERIFY_DEEP), every page accounted for, every
+# acknowledged publish still there unless deleted, no call returning a
+# code its documentation does not list (see t/crashdrv.c).
 #
 # With --torture (t/torture.sh), the torture trials: more processes on
 # three or four nodes, a pool that fills up and evicts, an evicting
@@ -60,7 +60,7 @@ case "${1:-}" in
 	;;
 esac
 VAR=$(echo "$mode" | tr a-z A-Z)
-# setting NAME DEFAULT: $CRASH_NAME or $TORTURE_NAME, else DEFAULT
+# setting NAME DEFAULT: $CRASH_NAME, $TORTURE_NAME or $HOSTS_NAME, else DEFAULT
 setting() { eval "printf '%s' \"\${${VAR}_$1:-$2}\""; }
 
 top_builddir=.
@@ -134,14 +134,18 @@ while [ "$i" -lt "$last" ]; do
 	fi
 	s=$(printf '%#x' $((seed + i)))
 	out=$tmp/trial$i.out
-	# --hosts: the emulator's environment, and the trial's shape and noise
+	# --hosts: the emulator's environment (and as a rerun gives it, for an
+	# empty directory EMU), the trial's shape and noise
 	envarg=
+	hint=
 	if [ "$mode" = hosts ]; then
 		mkdir "$tmp/e$i" || exit 99
-		envarg="LD_PRELOAD=$shim HOSTEMU_DIR=$tmp/e$i HOSTEMU_POOL=$tmp/t$i/pool HOSTEMU_HOST=x"
 		# a sanitized build: its runtime is not the first library then
-		envarg="$envarg ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-		[ $((i % 4)) -ge 2 ] && envarg="$envarg HOSTEMU_NOISE=20 HOSTEMU_SEED=$s"
+		rest="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+		rest="HOSTEMU_HOST=x $rest"
+		[ $((i % 4)) -ge 2 ] && rest="$rest HOSTEMU_NOISE=20 HOSTEMU_SEED=$s"
+		envarg="LD_PRELOAD=$shim HOSTEMU_DIR=$tmp/e$i HOSTEMU_POOL=$tmp/t$i/pool $rest"
+		hint="LD_PRELOAD=$shim HOSTEMU_DIR=EMU HOSTEMU_POOL=DIR/pool $rest "
 		drvarg=--hosts
 		[ $((i % 2)) -eq 1 ] && drvarg="--hosts --torture"
 	fi
@@ -155,7 +159,7 @@ while [ "$i" -lt "$last" ]; do
 		[ "$verbose" = 1 ] && show "$out"
 	else
 		not_ok "trial $i (exit $rc; rerun: ${VAR}_FIRST=$i ${VAR}_TRIALS=1, or" \
-			"${envarg:+$envarg }t/crashdrv --seed $s --dir DIR $drvarg" \
+			"${hint}t/crashdrv --seed $s --dir DIR $drvarg" \
 			"--gc utils/marukv-gc):" "${summary:-no summary}"
 		show "$out"
 	fi
