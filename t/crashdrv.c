@@ -3,7 +3,8 @@
  * crashdrv.c -- one seeded crash or torture trial, driven by t/crash.sh
  * and t/torture.sh.
  *
- *   crashdrv --seed SEED --dir DIR [--torture] [--hosts] [--gc PATH] [--verbose]
+ *   crashdrv --seed SEED --dir DIR [--torture] [--hosts] [--gc PATH]
+ *            [--verbose]
  *
  * A fresh small pool in DIR/pool (4 KiB pages, lease period 200 ms,
  * client timeout 500 ms), then processes on simulated nodes (by
@@ -67,8 +68,8 @@
  *
  * A writer records a key in shared memory only after the publish
  * returned success.  Then the survivors stop, the driver waits out the
- * client timeout, runs `marukv-gc --json -q reclaim POOL` as node "a"
- * (--hosts: its own) (or mkv_pool_reclaim itself without --gc) and
+ * client timeout, runs `marukv-gc --json -q reclaim POOL` as node "a",
+ * with --hosts as its own (or mkv_pool_reclaim itself without --gc), and
  * checks, with a handle of its own (crashchk.c):
  *  - only the checker is left in the client table;
  *  - mkv_pool_verify(MKV_VERIFY_DEEP) finds no problem and no leaked page;
