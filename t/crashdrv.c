@@ -64,7 +64,8 @@
  * checked here), so MKV_E_EXPIRED and a changed byte still fail a trial.
  * The children open the pool one after another: two hosts claiming client
  * slots at once may claim the same one (not safe yet, marukv(7)), and the
- * one whose claim was overwritten fails its first call with MKV_E_EXPIRED.
+ * one whose claim was overwritten would fail its first call with
+ * MKV_E_EXPIRED (see open_turn_wait() in crashproc.c).
  *
  * A writer records a key in shared memory only after the publish
  * returned success.  Then the survivors stop, the driver waits out the
