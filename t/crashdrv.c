@@ -62,6 +62,9 @@
  * (a client of another host stopped for longer is taken for dead, its
  * calls fail with MKV_E_EXPIRED and its views may change: by design, not
  * checked here), so MKV_E_EXPIRED and a changed byte still fail a trial.
+ * While a child is stopped, the driver does not look for the lease holder
+ * (a stopped child may hold a lock of the emulator's that the look needs),
+ * so an event aimed at the holder then finds none.
  * The children open the pool one after another: two hosts claiming client
  * slots at once may claim the same one (not safe yet, marukv(7)), and the
  * one whose claim was overwritten would fail its first call with
@@ -336,6 +339,21 @@ child_of(uint32_t pid)
 	return -1;
 }
 
+/*
+ * Whether the watch handle may be used now.  Between emulated hosts not
+ * while a child is stopped: it may be stopped inside one of the emulator's
+ * line operations, holding a lock of lines that every host shares, and a
+ * call here would wait for it while nothing continues it.
+ */
+static int
+watch_usable(void)
+{
+	for (int i = 0; sh->cfg.hosts && i < T.n; i++)
+		if (sh->ch[i].stopped)
+			return 0;
+	return T.watch != NULL;
+}
+
 /* The pid of the lease holder now (torture: through the watch handle), 0 if none. */
 static uint32_t
 holder_pid(void)
@@ -343,7 +361,7 @@ holder_pid(void)
 	struct mkv_stat st;
 	int rc;
 
-	if (T.watch == NULL)
+	if (!watch_usable())
 		return 0;
 	rc = mkv_pool_stat(T.watch, &st);
 	if (cd_rc(C_STAT, rc, "of the watch") || rc < 0)
@@ -372,7 +390,7 @@ granted_to(uint32_t pid)
 	size_t n = 0, i;
 	int rc;
 
-	if (T.watch == NULL)
+	if (!watch_usable())
 		return 0;
 	rc = mkv_pool_clients(T.watch, cl, CD_CLIENTS, &n);
 	if (cd_rc(C_CLIENTS, rc, "of the watch") || rc < 0)
