@@ -6,7 +6,8 @@
  * lines at a time; the processes of one host share its cache; the kernel's
  * reads and writes, locks and LMDB's lock file are the host's own; a
  * skipped site does nothing; spontaneous write-backs and drops happen only
- * when asked for.
+ * when asked for; a forked child moves to another host's cache, and only
+ * with nothing of the pool in hand.
  *
  * Each test makes a pool directory of plain files (super, data) and runs
  * emulated hosts: this program again (argv[1] == "--host") under
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,53 @@ hforkclose(void)
 		_exit(0);
 	}
 	return pid < 0 || waitpid(pid, &st, 0) != pid ? -1 : st;
+}
+
+/*
+ * A child that lets go of every pool file, but of its mappings if @p keep
+ * is "map" and of its descriptors if it is "fd", moves to host @p host
+ * (hostemu_become()), maps data and super again (in the other order, so
+ * that each takes the other's place in the emulator's table of files) and
+ * loads the word of super at @p off: that word's low byte, or minus the
+ * signal that ended it (the emulator aborts a move with a pool file in
+ * hand; it says why on stderr, which the child closes, so that the test's
+ * stays clean).
+ */
+static long long
+hbecome(const char *host, long long off, const char *keep)
+{
+	int map = strcmp(keep, "map") == 0, fd = strcmp(keep, "fd") == 0;
+	void (*become)(const char *);
+	struct hfile *f;
+	int st;
+	pid_t pid;
+
+	*(void **)&become = dlsym(RTLD_DEFAULT, "hostemu_become");
+	if (become == NULL)
+		return -1000;
+	pid = fork();
+	if (pid == 0) {
+		for (size_t i = 0; i < sizeof(hfiles) / sizeof(hfiles[0]); i++) {
+			if (!hfiles[i].name[0])
+				continue;
+			if (!map)
+				munmap(hfiles[i].base, hfiles[i].size);
+			if (!fd)
+				close(hfiles[i].fd);
+		}
+		if (!fd)
+			close(hdir);
+		close(2);
+		become(host);
+		f = hfile("super", 0);
+		if (hmap(hfile("data", 0)) || hmap(f) || off < 0 || (size_t)off + 8 > f->size)
+			_exit(255);
+		_exit((int)(__atomic_load_n((uint64_t *)(void *)(f->base + off),
+				__ATOMIC_SEQ_CST) & 0xff));
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1001;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
 }
 
 static long long
@@ -226,6 +275,7 @@ hmdb(const char *cmd, long long k, long long v)
  *   poll F OFF V MS                load until V is there (1) or MS ms passed (0)
  *   lock F|dir ofd|posix|flock     lock, not waiting: 0 or the errno
  *   forkclose                      hforkclose()
+ *   become H OFF [map|fd]          hbecome()
  *   count written_back|refreshed|spontaneous   the emulator's counters
  *   mdb-open, mdb-close, mdb-put K V, mdb-get K, mdb-inval   hmdb()
  */
@@ -249,6 +299,11 @@ host_cmd(char *line, char *out, size_t size)
 	}
 	if (strcmp(cmd, "forkclose") == 0) {
 		snprintf(out, size, "= %lld", hforkclose());
+		return;
+	}
+	if (strcmp(cmd, "become") == 0) {
+		sscanf(line, "%*s %*s %*s %63s", word);
+		snprintf(out, size, "= %lld", hbecome(name, a, word));
 		return;
 	}
 	if (strcmp(cmd, "lock") == 0) {
@@ -652,6 +707,34 @@ START_TEST(test_lmdb_reader_sees_a_commit_after_inval)
 }
 END_TEST
 
+/* ===================================================================== */
+/* 9. A forked child moves to another host's cache                       */
+
+/*
+ * A child of host B's process that moves to host A sees A's store that
+ * was never written back; one of A's that moves to a new host C sees the
+ * device.  A child that still has a pool file mapped or open may not move
+ * at all.
+ */
+START_TEST(test_forked_child_becomes_another_host)
+{
+	struct tu_host a, b;
+
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", NULL);
+	tu_host_do(&a, "st super 64 0x21");
+	ck_assert_int_eq(dev_word("super", 64), 0);
+	ck_assert_int_eq(tu_host_do(&b, "ld super 64"), 0);
+	ck_assert_int_eq(tu_host_do(&b, "become A 64"), 0x21);
+	ck_assert_int_eq(tu_host_do(&a, "become C 64"), 0);
+	ck_assert(exists_in(emu, "C"));
+	ck_assert_int_eq(tu_host_do(&b, "become A 64 map"), -SIGABRT);
+	ck_assert_int_eq(tu_host_do(&b, "become A 64 fd"), -SIGABRT);
+	tu_host_end(&a);
+	tu_host_end(&b);
+}
+END_TEST
+
 static Suite *
 hostemu_suite(void)
 {
@@ -668,6 +751,7 @@ hostemu_suite(void)
 	tcase_add_test(tc, test_skipped_site_does_nothing_and_sites_are_listed);
 	tcase_add_test(tc, test_noise_writes_back_and_drops_lines);
 	tcase_add_test(tc, test_lmdb_reader_sees_a_commit_after_inval);
+	tcase_add_test(tc, test_forked_child_becomes_another_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

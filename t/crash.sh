@@ -1,14 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t/crash.sh [--torture] -- seeded crash trials: processes on simulated
-# nodes write, delete and read a small pool while t/crashdrv SIGKILLs some
-# of them at seeded moments (some parked right before a chosen call); then
-# marukv-gc reclaims what the dead left and the driver checks the pool:
-# no value with a wrong byte, no problem for mkv_pool_verify(MKV_VERIFY_DEEP),
-# every page accounted for, every acknowledged publish still there unless
-# deleted, no call returning a code its documentation does not list (see
-# t/crashdrv.c).
+# t/crash.sh [--torture | --hosts] -- seeded crash trials: processes on
+# simulated nodes write, delete and read a small pool while t/crashdrv
+# SIGKILLs some of them at seeded moments (some parked right before a
+# chosen call); then marukv-gc reclaims what the dead left and the driver
+# checks the pool: no value with a wrong byte, no problem for
+# mkv_pool_verify(MKV_VERIFY_DEEP), every page accounted for, every
+# acknowledged publish still there unless deleted, no call returning a
+# code its documentation does not list (see t/crashdrv.c).
 #
 # With --torture (t/torture.sh), the torture trials: more processes on
 # three or four nodes, a pool that fills up and evicts, an evicting
@@ -17,32 +17,50 @@
 # the lease period, more, or more than the client timeout -- while readers
 # hold views across it all and check every byte.
 #
+# With --hosts (t/hostcrash.sh), the trials across emulated hosts: a
+# non-coherent pool, every node a host of its own under t/hostemu.so
+# (LD_PRELOAD; $MKV_HOSTEMU, else t/.libs/hostemu.so), the driver, the
+# reclaim and the checks on a host of their own ("x").  Even trials have
+# the crash trial's shape, spread over three nodes, odd ones the torture
+# trial's (three or four nodes; stops shorter than the client timeout,
+# which is 2 s here); in trials 2 and 3 of every 4 the hosts' caches
+# also write back and drop lines on their own (HOSTEMU_NOISE=20, seeded
+# with the trial's seed).  See t/crashdrv.c.
+#
 # Run by `make check` from the top of the build tree.  Environment (CRASH_*
-# for the crash trials, TORTURE_* for the torture trials):
-#   *_TRIALS  number of trials (default 40 crash, 20 torture)
+# for the crash trials, TORTURE_* for the torture trials, HOSTS_* for the
+# trials across hosts):
+#   *_TRIALS  number of trials (default 40 crash, 20 torture, 12 hosts)
 #   *_FIRST   first trial number (default 0); trial i uses seed *_SEED + i
-#   *_SEED    base seed (default 0xc4a5e000 crash, 0x7047e000 torture)
+#   *_SEED    base seed (default 0xc4a5e000 crash, 0x7047e000 torture,
+#             0x4057e000 hosts)
 #   *_BUDGET  seconds; trials not started by then are skipped (default 150
-#             crash, 90 torture)
+#             crash, 90 torture, 100 hosts)
 #   *_VERBOSE set to 1 to show every trial's evidence
 # A long run by hand, for an hour:
 #   TORTURE_TRIALS=100000 TORTURE_BUDGET=3600 sh t/torture.sh
+#   HOSTS_TRIALS=100000 HOSTS_BUDGET=3600 sh t/hostcrash.sh
 # A failing trial runs again alone with *_FIRST=<trial> *_TRIALS=1 (the
 # line says so, and gives the driver's own command).
 # Each trial prints "ok - ..." or "not ok - ..." (with its evidence, "# "
 # lines); the last lines are the totals and "N passed, M failed".
-# Exit: 0 all passed, 1 a trial failed, 77 the driver is not built,
-# 99 setup error.
+# Exit: 0 all passed, 1 a trial failed, 77 the driver (--hosts: or the
+# emulator) is not built, 99 setup error.
 
 set -u
 mode=crash
 drvarg=
-if [ "${1:-}" = --torture ]; then
+case "${1:-}" in
+--torture)
 	mode=torture
 	drvarg=--torture
-fi
+	;;
+--hosts)
+	mode=hosts
+	;;
+esac
 VAR=$(echo "$mode" | tr a-z A-Z)
-# setting NAME DEFAULT: $CRASH_NAME or $TORTURE_NAME, else DEFAULT
+# setting NAME DEFAULT: $CRASH_NAME, $TORTURE_NAME or $HOSTS_NAME, else DEFAULT
 setting() { eval "printf '%s' \"\${${VAR}_$1:-$2}\""; }
 
 top_builddir=.
@@ -53,6 +71,11 @@ if [ "$mode" = torture ]; then
 	seed=$(setting SEED 0x7047e000)
 	budget=$(setting BUDGET 90)
 	limit=120
+elif [ "$mode" = hosts ]; then
+	trials=$(setting TRIALS 12)
+	seed=$(setting SEED 0x4057e000)
+	budget=$(setting BUDGET 100)
+	limit=150
 else
 	trials=$(setting TRIALS 40)
 	seed=$(setting SEED 0xc4a5e000)
@@ -72,6 +95,14 @@ show() { for f; do sed 's/^/#   /' "$f"; done; }
 if [ ! -x "$drv" ]; then
 	echo "skip - $drv not built"
 	exit 77
+fi
+shim=${MKV_HOSTEMU:-$top_builddir/t/.libs/hostemu.so}
+if [ "$mode" = hosts ]; then
+	if [ ! -f "$shim" ]; then
+		echo "skip - $shim not built"
+		exit 77
+	fi
+	shim=$(cd "$(dirname "$shim")" && pwd)/$(basename "$shim")
 fi
 gcarg="--gc $gc"
 if [ ! -x "$gc" ]; then
@@ -103,8 +134,23 @@ while [ "$i" -lt "$last" ]; do
 	fi
 	s=$(printf '%#x' $((seed + i)))
 	out=$tmp/trial$i.out
+	# --hosts: the emulator's environment (and as a rerun gives it, for an
+	# empty directory EMU), the trial's shape and noise
+	envarg=
+	hint=
+	if [ "$mode" = hosts ]; then
+		mkdir "$tmp/e$i" || exit 99
+		# a sanitized build: its runtime is not the first library then
+		rest="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+		rest="HOSTEMU_HOST=x $rest"
+		[ $((i % 4)) -ge 2 ] && rest="$rest HOSTEMU_NOISE=20 HOSTEMU_SEED=$s"
+		envarg="LD_PRELOAD=$shim HOSTEMU_DIR=$tmp/e$i HOSTEMU_POOL=$tmp/t$i/pool $rest"
+		hint="LD_PRELOAD=$shim HOSTEMU_DIR=EMU HOSTEMU_POOL=DIR/pool $rest "
+		drvarg=--hosts
+		[ $((i % 2)) -eq 1 ] && drvarg="--hosts --torture"
+	fi
 	# shellcheck disable=SC2086
-	$tmo "$drv" --seed "$s" --dir "$tmp/t$i" $drvarg $gcarg >"$out" 2>&1
+	$tmo env $envarg "$drv" --seed "$s" --dir "$tmp/t$i" $drvarg $gcarg >"$out" 2>&1
 	rc=$?
 	summary=$(sed -n 's/^summary: //p' "$out")
 	sed -n 's/^stats: //p' "$out" | tr ' ' '\n' >>"$tmp/stats"
@@ -113,11 +159,11 @@ while [ "$i" -lt "$last" ]; do
 		[ "$verbose" = 1 ] && show "$out"
 	else
 		not_ok "trial $i (exit $rc; rerun: ${VAR}_FIRST=$i ${VAR}_TRIALS=1, or" \
-			"t/crashdrv --seed $s --dir DIR $drvarg --gc utils/marukv-gc):" \
-			"${summary:-no summary}"
+			"${hint}t/crashdrv --seed $s --dir DIR $drvarg" \
+			"--gc utils/marukv-gc):" "${summary:-no summary}"
 		show "$out"
 	fi
-	rm -rf "$tmp/t$i"
+	rm -rf "$tmp/t$i" "$tmp/e$i"
 	i=$((i + 1))
 done
 
@@ -158,6 +204,10 @@ END {
 		" reclaimed by holders as logged: %d); lease taken %d times; library warnings: %d\n",
 		v("reclaimed"), v("orphaned_pages"), v("logged_reclaimed_pages"), v("lease_taken"),
 		v("warnings")
+	if (mode == "hosts")
+		printf "# emulated hosts: lines written back %d, refreshed %d, spontaneous events %d" \
+			" (of the processes that closed their pool)\n", v("emu_written_back"),
+			v("emu_refreshed"), v("emu_spontaneous")
 	list("kill_", "kills by phase")
 	list("stop_", "stops by phase")
 	list("rc_", "return codes")

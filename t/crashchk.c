@@ -44,7 +44,7 @@ run_reclaim(const char *gc, const char *dir, const char *path, long long *client
 		struct mkv_pool *pool;
 		struct mkv_reclaim rep;
 
-		if ((rc = cd_open(path, 0, "a", &pool)) < 0) {
+		if ((rc = cd_open(path, 0, drv_node, &pool)) < 0) {
 			cd_bad("reclaim: open: %s: %s", mkv_strerror(rc), mkv_errormsg());
 			return -1;
 		}
@@ -70,7 +70,7 @@ run_reclaim(const char *gc, const char *dir, const char *path, long long *client
 			_exit(126);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		setenv("MARUKV_NODE", "a", 1);
+		setenv("MARUKV_NODE", drv_node, 1);
 		execl(gc, gc, "--json", "-q", "reclaim", path, (char *)NULL);
 		_exit(127);
 	}
@@ -131,7 +131,7 @@ leftover_clients(const char *path)
 	size_t ncl = 0;
 	int rc;
 
-	if ((rc = cd_open(path, MKV_RDONLY, "a", &pool)) < 0) {
+	if ((rc = cd_open(path, MKV_RDONLY, drv_node, &pool)) < 0) {
 		cd_bad("open after reclaim: %s: %s", mkv_strerror(rc), mkv_errormsg());
 		return 0;
 	}
@@ -147,14 +147,14 @@ leftover_clients(const char *path)
 	cd_bad("%zu clients besides the checker left after the reclaim run:", ncl - 1);
 	print_clients(cl, ncl, getpid());
 	second_reclaim = 1;
-	if ((rc = cd_open(path, 0, "a", &pool)) < 0) {
+	if ((rc = cd_open(path, 0, drv_node, &pool)) < 0) {
 		cd_bad("open for a second reclaim: %s: %s", mkv_strerror(rc), mkv_errormsg());
 		return 0;
 	}
 	memset(&r1, 0, sizeof(r1));
 	memset(&r2, 0, sizeof(r2));
 	rc = mkv_pool_reclaim(pool, 0, &r1);
-	tu_sleep_ms(CD_TIMEOUT + 200);
+	tu_sleep_ms(sh->cfg.timeout_ms + 200);
 	if (rc == 0)
 		rc = mkv_pool_reclaim(pool, 0, &r2);
 	mkv_pool_close(&pool);
@@ -162,7 +162,7 @@ leftover_clients(const char *path)
 		cd_bad("mkv_pool_reclaim: %s: %s", mkv_strerror(rc), mkv_errormsg());
 	printf("# a holder kept open for the client timeout reclaimed: now %u clients %llu pages, "
 			"%u ms later %u clients %llu pages %llu pins\n", r1.clients,
-			(unsigned long long)r1.pages, CD_TIMEOUT + 200, r2.clients,
+			(unsigned long long)r1.pages, sh->cfg.timeout_ms + 200, r2.clients,
 			(unsigned long long)r2.pages, (unsigned long long)r2.pins);
 	return (long long)(r1.pages + r2.pages);
 }
@@ -295,7 +295,7 @@ check_after(const char *path)
 	size_t klen;
 	int rc, i;
 
-	rc = cd_open(path, 0, "a", &pool);
+	rc = cd_open(path, 0, drv_node, &pool);
 	cd_rc(C_OPEN, rc, path);
 	if (rc < 0) {
 		cd_bad("open for writing after the trial: %s: %s", mkv_strerror(rc), mkv_errormsg());
@@ -328,7 +328,7 @@ check_pool(const char *path, int ntotal, uint64_t *evictions)
 	int rc;
 
 	*evictions = 0;
-	rc = cd_open(path, MKV_RDONLY | MKV_VERIFY, "a", &pool);
+	rc = cd_open(path, MKV_RDONLY | MKV_VERIFY, drv_node, &pool);
 	cd_rc(C_OPEN, rc, path);
 	if (rc < 0) {
 		cd_bad("checker open: %s: %s", mkv_strerror(rc), mkv_errormsg());

@@ -3,7 +3,8 @@
  * crashdrv.c -- one seeded crash or torture trial, driven by t/crash.sh
  * and t/torture.sh.
  *
- *   crashdrv --seed SEED --dir DIR [--torture] [--gc PATH] [--verbose]
+ *   crashdrv --seed SEED --dir DIR [--torture] [--hosts] [--gc PATH]
+ *            [--verbose]
  *
  * A fresh small pool in DIR/pool (4 KiB pages, lease period 200 ms,
  * client timeout 500 ms), then processes on simulated nodes (by
@@ -48,11 +49,32 @@
  * client is never dead, so any MKV_E_EXPIRED fails the trial, and so does
  * any changed byte in a view.
  *
+ * With --hosts (t/hostcrash.sh), under t/hostemu.so (LD_PRELOAD, with
+ * HOSTEMU_DIR, HOSTEMU_POOL and HOSTEMU_HOST set), either shape runs on a
+ * non-coherent pool with every node an emulated host of its own: each
+ * child, forked before it opens anything of the pool, moves to its node's
+ * cache (hostemu_become()) and claims its node's kernel (MARUKV_BOOT_ID),
+ * so that nodes judge each other by heartbeat, and a crash trial spreads
+ * its children over three nodes, each with one at least.  The driver is a
+ * host and node of its own, HOSTEMU_HOST (no child's): it creates the
+ * pool, watches it, runs marukv-gc and checks, all through that host's
+ * cache.  The client timeout is then 2 s, and stops stay shorter than it
+ * (a client of another host stopped for longer is taken for dead, its
+ * calls fail with MKV_E_EXPIRED and its views may change: by design, not
+ * checked here), so MKV_E_EXPIRED and a changed byte still fail a trial.
+ * While a child is stopped, the driver does not look for the lease holder
+ * (a stopped child may hold a lock of the emulator's that the look needs),
+ * so an event aimed at the holder then finds none.
+ * The children open the pool one after another: two hosts claiming client
+ * slots at once may claim the same one (not safe yet, marukv(7)), and the
+ * one whose claim was overwritten would fail its first call with
+ * MKV_E_EXPIRED (see open_turn_wait() in crashproc.c).
+ *
  * A writer records a key in shared memory only after the publish
  * returned success.  Then the survivors stop, the driver waits out the
- * client timeout, runs `marukv-gc --json -q reclaim POOL` as node "a" (or
- * mkv_pool_reclaim itself without --gc) and checks, with a handle of its
- * own (crashchk.c):
+ * client timeout, runs `marukv-gc --json -q reclaim POOL` as node "a",
+ * with --hosts as its own (or mkv_pool_reclaim itself without --gc), and
+ * checks, with a handle of its own (crashchk.c):
  *  - only the checker is left in the client table;
  *  - mkv_pool_verify(MKV_VERIFY_DEEP) finds no problem and no leaked page;
  *  - pages_used + free + quarantined + granted == total, none granted;
@@ -63,13 +85,25 @@
  *    is gone;
  *  - the pool still takes and returns new values.
  *
+ * With --hosts the checks read through the driver's host, whose cache
+ * holds the pool as it was when the driver created it (a host caches a
+ * file whole when it maps it): a line the checks read without the
+ * library invalidating it shows those old bytes, and a line a child's
+ * host did not write back is not seen, since no child ran on that host.
+ * The lines the children's hosts still hold dirty are left there.  And
+ * every node must have had a cache of its own, else the trial was one
+ * host's.
+ *
  * Output: "# ..." lines of evidence, a "summary: ..." line and a
  * "stats: NAME=N ..." line of counts (t/crash.sh adds them up).  Exit 0
  * pass, 1 fail, 2 setup error.  Children that fail report through a
  * shared text and exit codes.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +145,7 @@ static struct {
 	unsigned kill_phase[PH_COUNT], stop_phase[PH_COUNT];
 	uint64_t orphaned;
 	char nodes[CD_MAXCH + 1], roles[CD_MAXCH + 1];
+	void (*become)(const char *host);  /* --hosts: t/hostemu.c's hostemu_become */
 } T;
 
 static const char *const stop_class_name[3] = {
@@ -144,14 +179,37 @@ plan_park(uint64_t *rng, struct cd_event *e)
 	e->delay_us = (unsigned)tu_rand_range(rng, 0, 400);
 }
 
-/* The crash trial's shape (as it always was: a seed gives the same trial). */
+/* The @p n children over @p nnodes nodes, each node with one at least. */
+static void
+spread(uint64_t *rng, int n, int nnodes)
+{
+	int perm[CD_MAXCH], i, j, t;
+
+	/* the first nnodes of a random order get one each */
+	for (i = 0; i < n; i++)
+		perm[i] = i;
+	for (i = n - 1; i > 0; i--) {
+		j = (int)tu_rand_range(rng, 0, (uint64_t)i);
+		t = perm[i], perm[i] = perm[j], perm[j] = t;
+	}
+	for (i = 0; i < n; i++) {
+		struct cd_child *c = &sh->ch[perm[i]];
+
+		c->node = i < nnodes ? i : (int)tu_rand_range(rng, 0, (uint64_t)nnodes - 1);
+	}
+}
+
+/*
+ * The crash trial's shape (as it always was: a seed gives the same trial;
+ * with --hosts, three nodes).
+ */
 static int
 crash_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
 {
 	int nw, nd, nr, n, i, nev = 0, have_a = 0, have_b = 0;
 
-	sh->cfg = (struct cd_cfg){ .data_size = CD_DATA, .wmax = 240, .pause_us = { 1000, 5000 },
-		.del_pause_us = { 500, 3000 } };
+	sh->cfg = (struct cd_cfg){ .hosts = sh->cfg.hosts, .data_size = CD_DATA, .wmax = 240,
+		.pause_us = { 1000, 5000 }, .del_pause_us = { 500, 3000 } };
 	nw = (int)tu_rand_range(rng, 2, 3);
 	nd = 1;
 	nr = (int)tu_rand_range(rng, 1, 2);
@@ -171,6 +229,8 @@ crash_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
 		sh->ch[tu_rand_range(rng, 0, (uint64_t)n - 1)].node = 1;
 	if (!have_a)
 		sh->ch[0].node = 0;
+	if (sh->cfg.hosts)
+		spread(rng, n, 3);
 	*run_ms = (double)tu_rand_range(rng, 300, 500);
 	for (i = 0; i < n; i++) {
 		if (tu_rand_range(rng, 0, 99) >= 55)
@@ -194,11 +254,11 @@ static int
 torture_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
 {
 	static const unsigned mib[] = { 2, 3, 4, 6 };
-	int perm[CD_MAXCH], nw, nd, nr, ne, n, nnodes, i, j, t, nev = 0;
+	int nw, nd, nr, ne, n, i, nev = 0;
 	uint64_t run;
 
-	sh->cfg = (struct cd_cfg){ .torture = 1, .wmax = CD_WMAX, .pause_us = { 1000, 6000 },
-		.del_pause_us = { 3000, 12000 } };
+	sh->cfg = (struct cd_cfg){ .torture = 1, .hosts = sh->cfg.hosts, .wmax = CD_WMAX,
+		.pause_us = { 1000, 6000 }, .del_pause_us = { 3000, 12000 } };
 	sh->cfg.data_size = (uint64_t)mib[tu_rand_range(rng, 0, 3)] << 20;
 	if (tu_rand_range(rng, 0, 2) != 0) {
 		sh->cfg.wm_low = (unsigned)tu_rand_range(rng, 5, 20);
@@ -209,19 +269,7 @@ torture_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
 	nr = (int)tu_rand_range(rng, 2, 3);
 	ne = (int)tu_rand_range(rng, 0, 1);
 	n = nw + nd + nr + ne;
-	nnodes = (int)tu_rand_range(rng, 3, CD_MAXNODES);
-	/* every node has a child: the first nnodes of a random order get one each */
-	for (i = 0; i < n; i++)
-		perm[i] = i;
-	for (i = n - 1; i > 0; i--) {
-		j = (int)tu_rand_range(rng, 0, (uint64_t)i);
-		t = perm[i], perm[i] = perm[j], perm[j] = t;
-	}
-	for (i = 0; i < n; i++) {
-		struct cd_child *c = &sh->ch[perm[i]];
-
-		c->node = i < nnodes ? i : (int)tu_rand_range(rng, 0, (uint64_t)nnodes - 1);
-	}
+	spread(rng, n, (int)tu_rand_range(rng, 3, CD_MAXNODES));
 	for (i = 0; i < n; i++) {
 		struct cd_child *c = &sh->ch[i];
 
@@ -251,10 +299,13 @@ torture_shape(uint64_t *rng, struct cd_event *ev, double *run_ms)
 		ev[nev].at_ms = (double)tu_rand_range(rng, 100, run - 50);
 		nev++;
 	}
-	/* stops: of anyone, the holder one time in three; each over before the run ends */
+	/*
+	 * stops: of anyone, the holder one time in three; each over before the
+	 * run ends; between hosts none past the client timeout
+	 */
 	for (i = (int)tu_rand_range(rng, 3, 7); i > 0; i--) {
 		struct cd_event *e = &ev[nev++];
-		unsigned cls = (unsigned)tu_rand_range(rng, 0, 2);
+		unsigned cls = (unsigned)tu_rand_range(rng, 0, sh->cfg.hosts ? 1 : 2);
 
 		e->stop = 1;
 		e->stop_ms = (double)(cls == 0 ? tu_rand_range(rng, 20, 150) :
@@ -288,6 +339,21 @@ child_of(uint32_t pid)
 	return -1;
 }
 
+/*
+ * Whether the watch handle may be used now.  Between emulated hosts not
+ * while a child is stopped: it may be stopped inside one of the emulator's
+ * line operations, holding a lock of lines that every host shares, and a
+ * call here would wait for it while nothing continues it.
+ */
+static int
+watch_usable(void)
+{
+	for (int i = 0; sh->cfg.hosts && i < T.n; i++)
+		if (sh->ch[i].stopped)
+			return 0;
+	return T.watch != NULL;
+}
+
 /* The pid of the lease holder now (torture: through the watch handle), 0 if none. */
 static uint32_t
 holder_pid(void)
@@ -295,7 +361,7 @@ holder_pid(void)
 	struct mkv_stat st;
 	int rc;
 
-	if (T.watch == NULL)
+	if (!watch_usable())
 		return 0;
 	rc = mkv_pool_stat(T.watch, &st);
 	if (cd_rc(C_STAT, rc, "of the watch") || rc < 0)
@@ -324,7 +390,7 @@ granted_to(uint32_t pid)
 	size_t n = 0, i;
 	int rc;
 
-	if (T.watch == NULL)
+	if (!watch_usable())
 		return 0;
 	rc = mkv_pool_clients(T.watch, cl, CD_CLIENTS, &n);
 	if (cd_rc(C_CLIENTS, rc, "of the watch") || rc < 0)
@@ -361,7 +427,7 @@ static void
 stop_over(struct cd_event *e, const char *end)
 {
 	double ms = (tu_now() - e->since) * 1000.0;
-	int cls = ms < CD_PERIOD ? 0 : ms < CD_TIMEOUT ? 1 : 2;
+	int cls = ms < CD_PERIOD ? 0 : ms < sh->cfg.timeout_ms ? 1 : 2;
 	struct cd_child *c = &sh->ch[e->victim];
 
 	e->active = 0;
@@ -574,15 +640,24 @@ report(uint64_t seed, int nev, unsigned long checked, uint64_t evictions, long l
 		printf("# the first code of no name: %d\n", (int)sh->other_code);
 	if (sh->warnings)
 		printf("# the library warned %u times; the first: %s\n", sh->warnings, sh->warning);
-	printf("summary: seed %#llx, %d procs (roles %s, nodes %s), %d events, %u kills (%u of the "
+	if (sh->cfg.hosts)
+		snprintf(name, sizeof(name), "%s hosts, ", sh->cfg.torture ? "torture" : "crash");
+	printf("summary: seed %#llx, %s%d procs (roles %s, nodes %s), %d events, %u kills (%u of the "
 			"holder), %u stops (%u/%u/%u short/past lease/past timeout, %u of the holder), "
 			"%lu acked publishes, %lu deletes, %llu evictions, %lu views (%lu held across "
 			"kills, %lu across stops, %lu through their own stop, %lu outlived their key), "
-			"%lu keys checked, %llu EXPIRED, reclaimed %lld pages%s\n",
-			(unsigned long long)seed, T.n, T.roles, T.nodes, nev, T.kills, T.holder_kills, T.stops,
-			T.stop_class[0], T.stop_class[1], T.stop_class[2], T.holder_stops, pubs, dels,
-			(unsigned long long)evictions, views, across_kill, across_stop, self_stop,
-			outlived, checked, expired, reclaimed, second_reclaim ? " (+ a second reclaim)" : "");
+			"%lu keys checked, %llu EXPIRED, reclaimed %lld pages%s",
+			(unsigned long long)seed, sh->cfg.hosts ? name : "", T.n, T.roles, T.nodes, nev,
+			T.kills, T.holder_kills, T.stops, T.stop_class[0], T.stop_class[1],
+			T.stop_class[2], T.holder_stops, pubs, dels, (unsigned long long)evictions,
+			views, across_kill, across_stop, self_stop, outlived, checked, expired,
+			reclaimed, second_reclaim ? " (+ a second reclaim)" : "");
+	if (sh->cfg.hosts)
+		printf(", lines written back %llu, refreshed %llu, spontaneous %llu",
+				(unsigned long long)sh->emu[EMU_WRITTEN],
+				(unsigned long long)sh->emu[EMU_REFRESHED],
+				(unsigned long long)sh->emu[EMU_SPONTANEOUS]);
+	printf("\n");
 	printf("stats:");
 	stat_kv("kills", T.kills);
 	stat_kv("keys", checked);
@@ -612,6 +687,9 @@ report(uint64_t seed, int nev, unsigned long checked, uint64_t evictions, long l
 	stat_kv("logged_reclaimed_pages", sh->log_pages);
 	stat_kv("lease_taken", sh->lease_taken);
 	stat_kv("warnings", sh->warnings);
+	stat_kv("emu_written_back", sh->emu[EMU_WRITTEN]);
+	stat_kv("emu_refreshed", sh->emu[EMU_REFRESHED]);
+	stat_kv("emu_spontaneous", sh->emu[EMU_SPONTANEOUS]);
 	for (i = 0; i < PH_COUNT; i++) {
 		snprintf(name, sizeof(name), "kill_%s", phase_name[i]);
 		stat_kv(name, T.kill_phase[i]);
@@ -627,6 +705,64 @@ report(uint64_t seed, int nev, unsigned long checked, uint64_t evictions, long l
 }
 
 /* ---- the trial ---- */
+
+/*
+ * --hosts: every node's children saw the pool through a cache of their
+ * host's own, which the emulator keeps in HOSTEMU_DIR/<host> as a
+ * <inode>.cache file per pool file: else they shared the driver's, and the
+ * trial was one host's.
+ */
+static void
+check_host_caches(void)
+{
+	const char *emu = getenv("HOSTEMU_DIR");
+	char dir[PATH_MAX];
+	struct dirent *d;
+	int i, n;
+	DIR *dh;
+
+	for (i = 0; i < CD_MAXNODES; i++) {
+		if (strchr(T.nodes, node_names[i]) == NULL)
+			continue;
+		n = 0;
+		snprintf(dir, sizeof(dir), "%s/%c", emu ? emu : "", node_names[i]);
+		if ((dh = opendir(dir)) != NULL) {
+			while ((d = readdir(dh)) != NULL)
+				n += strstr(d->d_name, ".cache") != NULL;
+			closedir(dh);
+		}
+		if (n == 0)
+			cd_bad("node %c had no cache of its own in %s: no host of its own",
+					node_names[i], dir);
+	}
+}
+
+/*
+ * --hosts: the driver's node is its host, HOSTEMU_HOST, which must be no
+ * child's, and it claims that host's kernel; its children move to their
+ * own hosts with the emulator's hostemu_become().  0, or -1 (said why).
+ */
+static int
+host_setup(void)
+{
+	const char *host = getenv("HOSTEMU_HOST");
+
+	*(void **)&T.become = dlsym(RTLD_DEFAULT, "hostemu_become");
+	if (T.become == NULL || host == NULL || *host == '\0') {
+		fprintf(stderr, "crashdrv: --hosts runs under t/hostemu.so with HOSTEMU_HOST set\n");
+		return -1;
+	}
+	if (strlen(host) == 1 && strchr(node_names, *host) != NULL) {
+		fprintf(stderr, "crashdrv: HOSTEMU_HOST %s is a child's node\n", host);
+		return -1;
+	}
+	if (setenv("MARUKV_BOOT_ID", host, 1) < 0) {
+		fprintf(stderr, "crashdrv: setenv: %s\n", strerror(errno));
+		return -1;
+	}
+	drv_node = host;
+	return 0;
+}
 
 static uint64_t
 parse_u64(const char *s)
@@ -652,6 +788,12 @@ fork_children(const char *path, uint64_t seed)
 			me = i;
 			alarm(0);
 			signal(SIGALRM, SIG_DFL);
+			/* its node's host, with nothing of the pool in hand yet */
+			if (sh->cfg.hosts) {
+				T.become(node[sh->ch[i].node]);
+				if (setenv("MARUKV_BOOT_ID", node[sh->ch[i].node], 1) < 0)
+					_exit(cd_fail(2, "setenv: %s", strerror(errno)));
+			}
 			switch (sh->ch[i].role) {
 			case R_WRITER:
 				_exit(writer(path, node[sh->ch[i].node], seed));
@@ -732,7 +874,7 @@ main(int argc, char **argv)
 	static struct cd_event ev[CD_MAXEV];
 	struct mkv_pool *pool;
 	uint64_t seed = 1, rng, evictions = 0;
-	int torture = 0, nev, i, j, rc;
+	int torture = 0, hosts = 0, nev, i, j, rc;
 	double run_ms;
 	long long reclaimed, gc_clients, gc_readers, extra;
 	unsigned long checked;
@@ -746,11 +888,13 @@ main(int argc, char **argv)
 			gc = argv[++i];
 		else if (strcmp(argv[i], "--torture") == 0)
 			torture = 1;
+		else if (strcmp(argv[i], "--hosts") == 0)
+			hosts = 1;
 		else if (strcmp(argv[i], "--verbose") == 0)
 			verbose = 1;
 		else {
-			fprintf(stderr, "usage: crashdrv --seed SEED --dir DIR [--torture] [--gc PATH] "
-					"[--verbose]\n");
+			fprintf(stderr, "usage: crashdrv --seed SEED --dir DIR [--torture] [--hosts] "
+					"[--gc PATH] [--verbose]\n");
 			return 2;
 		}
 	}
@@ -763,6 +907,8 @@ main(int argc, char **argv)
 		printf("# note: %s not executable, calling mkv_pool_reclaim instead\n", gc);
 		gc = NULL;
 	}
+	if (hosts && host_setup() < 0)
+		return 2;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		fprintf(stderr, "crashdrv: mkdir %s: %s\n", dir, strerror(errno));
 		return 2;
@@ -779,7 +925,9 @@ main(int argc, char **argv)
 
 	/* the trial's shape, all from the seed */
 	rng = seed;
+	sh->cfg.hosts = hosts;
 	nev = torture ? torture_shape(&rng, ev, &run_ms) : crash_shape(&rng, ev, &run_ms);
+	sh->cfg.timeout_ms = hosts ? CD_HOST_TIMEOUT : CD_TIMEOUT;
 	for (i = CD_MAXCH - 1; i >= T.n; i--)
 		sh->ch[i].role = -1;
 	for (i = 0; i < T.n; i++) {
@@ -795,9 +943,10 @@ main(int argc, char **argv)
 			ev[j - 1] = tmp;
 		}
 
-	printf("# seed %#llx: %s trial, roles %s, nodes %s, %llu MiB, watermarks %u/%u, "
+	printf("# seed %#llx: %s trial, roles %s, nodes %s%s, %llu MiB, watermarks %u/%u, "
 			"run %.0f ms\n", (unsigned long long)seed, torture ? "torture" : "crash",
-			T.roles, T.nodes, (unsigned long long)(sh->cfg.data_size >> 20),
+			T.roles, T.nodes, hosts ? " (each an emulated host)" : "",
+			(unsigned long long)(sh->cfg.data_size >> 20),
 			sh->cfg.wm_low, sh->cfg.wm_high, run_ms);
 	for (i = 0; i < nev; i++) {
 		const struct cd_event *e = &ev[i];
@@ -816,7 +965,7 @@ main(int argc, char **argv)
 		printf("\n");
 	}
 
-	rc = cd_open(path, MKV_CREATE, "a", &pool);
+	rc = cd_open(path, MKV_CREATE, drv_node, &pool);
 	if (rc < 0) {
 		printf("# create %s: %s: %s\n", path, mkv_strerror(rc), mkv_errormsg());
 		return 2;
@@ -826,7 +975,7 @@ main(int argc, char **argv)
 		return 2;
 	wait_ready();
 	if (torture) {
-		rc = cd_open(path, MKV_RDONLY, "a", &T.watch);
+		rc = cd_open(path, MKV_RDONLY, drv_node, &T.watch);
 		if (cd_rc(C_OPEN, rc, path) || rc < 0)
 			printf("# watch open: %s: %s\n", mkv_strerror(rc), mkv_errormsg());
 	}
@@ -843,12 +992,16 @@ main(int argc, char **argv)
 		cd_bad("children reported %d failures; the first: %s", sh->nfail, sh->why);
 
 	/* the dead of other nodes are dead once their heartbeat stood still this long */
-	sleep_until_ms((T.last_kill - T.t0) * 1000.0 + CD_TIMEOUT + 150);
+	sleep_until_ms((T.last_kill - T.t0) * 1000.0 + sh->cfg.timeout_ms + 150);
 	reclaimed = run_reclaim(gc, dir, path, &gc_clients, &gc_readers);
 	extra = leftover_clients(path);
 	if (extra > 0)
 		reclaimed = (reclaimed < 0 ? 0 : reclaimed) + extra;
 	checked = check_pool(path, T.n, &evictions);
+	if (hosts) {
+		cd_emu_count();
+		check_host_caches();
+	}
 	printf("# reclaim: %lld pages, %lld clients, %lld readers%s\n", reclaimed, gc_clients,
 			gc_readers, gc ? "" : " (mkv_pool_reclaim)");
 	report(seed, nev, checked, evictions, reclaimed);

@@ -18,6 +18,7 @@
 #define CD_CLIENTS 16U
 #define CD_PERIOD 200U               /* lease period, ms */
 #define CD_TIMEOUT 500U              /* client timeout, ms */
+#define CD_HOST_TIMEOUT 2000U        /* ... between emulated hosts (--hosts) */
 #define CD_MAXCH 10
 #define CD_WMAX 500                  /* keys a writer tries, at most */
 #define CD_MAXLEN (3 * CD_PAGE - 100)
@@ -45,6 +46,8 @@ extern const size_t n_phases[];
 /* Creation parameters and the children's pace, the same for every process. */
 struct cd_cfg {
 	int torture;          /* the torture trial's shape (see t/crashdrv.c) */
+	int hosts;            /* each node an emulated host, the pool non-coherent */
+	unsigned timeout_ms;  /* the pool's client timeout */
 	uint64_t data_size;
 	unsigned wm_low, wm_high;
 	unsigned wmax;        /* keys a writer tries */
@@ -105,6 +108,7 @@ struct cd_sh {
 	struct cd_cfg cfg;
 	int go;
 	int stop;
+	int open_turn;   /* --hosts: the child whose turn it is to open */
 	int why_claimed;
 	int nfail;
 	char why[1024];
@@ -120,10 +124,16 @@ struct cd_sh {
 	uint32_t lease_taken, warnings;
 	uint64_t log_pages;
 	char warning[256];
+	/* --hosts: what the emulator did in the children that closed (EMU_*) */
+	uint64_t emu[3];
 };
+
+/* The emulator's counts (t/hostemu.c's controls), in struct cd_sh's emu. */
+enum { EMU_WRITTEN, EMU_REFRESHED, EMU_SPONTANEOUS };
 
 extern struct cd_sh *sh;
 extern int me;              /* the child's index; -1 in the driver */
+extern const char *drv_node; /* the node (and --hosts: the host) of the driver and the checks */
 extern int verbose;
 extern int nfail_parent;    /* the driver's failures (cd_bad) */
 extern pid_t watch_pids[CD_MAXCH + 1];  /* what the watchdog kills */
@@ -146,6 +156,8 @@ int check_pages(const struct mkv_stat *st, const char *when);
 int cd_rc(enum cd_call call, int rc, const char *what);
 /* Send the library's log to the counters of sh (before any open). */
 void cd_log_install(void);
+/* --hosts: add this process's emulator counts to sh->emu. */
+void cd_emu_count(void);
 size_t cd_key(char *out, unsigned who, unsigned idx);
 size_t cd_vlen(const char *key, size_t klen);
 int cd_rec_count(void);

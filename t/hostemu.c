@@ -66,6 +66,12 @@
  * Controls (dlsym(RTLD_DEFAULT, ...)): hostemu_written_back(),
  * hostemu_refreshed() and hostemu_spontaneous() count this process's lines
  * written back and refreshed, and its spontaneous events.
+ * hostemu_become(host) moves a process of an emulated host to another
+ * host's cache (HOSTEMU_DIR/host; HOSTEMU_HOST is set to it for what it
+ * executes), so that a forked child can be a host of its own: it dies
+ * unless the process has no pool file mapped and no descriptor of one or
+ * of the pool directory open, as a process that came to the host with
+ * nothing of the device in hand.
  *
  * Not emulated: mremap() of a pool mapping (LMDB and libpmem2 use none);
  * descriptors from HE_MAXFD on, more than HE_MAXFILES pool files; the last
@@ -166,6 +172,7 @@ static struct {
 
 static struct {
 	int active;
+	char root[PATH_MAX / 4];  /* HOSTEMU_DIR */
 	char dir[PATH_MAX / 2];   /* HOSTEMU_DIR/HOSTEMU_HOST */
 	char pool_env[PATH_MAX];  /* HOSTEMU_POOL */
 	int pool_known;           /* once it exists: */
@@ -199,6 +206,7 @@ static __thread int he_errno;
 unsigned long hostemu_written_back(void);
 unsigned long hostemu_refreshed(void);
 unsigned long hostemu_spontaneous(void);
+void hostemu_become(const char *host);
 
 /* A test set up wrongly must not pass as a coherent run. */
 static void __attribute__((noreturn, format(printf, 1, 2)))
@@ -612,6 +620,21 @@ he_resolve(void)
 	__atomic_store_n((void **)&next.fcntl, dlsym(RTLD_NEXT, "fcntl"), __ATOMIC_RELEASE);
 }
 
+/* This process's host is @p host from now on: its directory, made if new. */
+static void
+he_host_dir(const char *host)
+{
+	char path[PATH_MAX];
+
+	if (*host == '\0' || strchr(host, '/') != NULL)
+		he_die("host \"%s\" is no name", host);
+	snprintf(he.dir, sizeof(he.dir), "%s/%s", he.root, host);
+	snprintf(path, sizeof(path), "%s/locks", he.dir);
+	if ((mkdir(he.dir, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(path, 0700) < 0 && errno != EEXIST))
+		he_die("%s: %s", path, strerror(errno));
+}
+
 /* The environment, read when this object is loaded: the C library's own
  * start-up has made it readable then, and no pool file is open yet. */
 static void __attribute__((constructor))
@@ -620,7 +643,6 @@ he_setup(void)
 	const char *dir = getenv("HOSTEMU_DIR"), *host = getenv("HOSTEMU_HOST");
 	const char *pool = getenv("HOSTEMU_POOL"), *v;
 	size_t size = ((1U << HE_STRIPE_BITS) + HE_EXTLOCKS) * sizeof(uint32_t);
-	char path[PATH_MAX];
 	int fd;
 
 	he_resolve();
@@ -630,11 +652,8 @@ he_setup(void)
 		he_die("HOSTEMU_HOST without HOSTEMU_DIR and HOSTEMU_POOL");
 	snprintf(he.pool_env, sizeof(he.pool_env), "%s", pool);
 	he.page = (uint64_t)sysconf(_SC_PAGESIZE);
-	snprintf(he.dir, sizeof(he.dir), "%s/%s", dir, host);
-	snprintf(path, sizeof(path), "%s/locks", he.dir);
-	if ((mkdir(he.dir, 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(path, 0700) < 0 && errno != EEXIST))
-		he_die("%s: %s", path, strerror(errno));
+	snprintf(he.root, sizeof(he.root), "%s", dir);
+	he_host_dir(host);
 	fd = he_open_in(dir, "stripes", "");
 	if (ftruncate(fd, (off_t)size) < 0 ||
 	    (he.locks = next.mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
@@ -869,6 +888,51 @@ HE_EXPORT unsigned long
 hostemu_spontaneous(void)
 {
 	return __atomic_load_n(&he_nnoise, __ATOMIC_RELAXED);
+}
+
+/*
+ * The host's cache this process sees is @p host's from now on.  The views
+ * of the old host's cache files go (they are no mapping of the program's),
+ * which is sound only if the program holds nothing of the device: a
+ * mapping would keep the old host's lines, a descriptor its locks.
+ */
+HE_EXPORT void
+hostemu_become(const char *host)
+{
+	struct stat st;
+	int fd, i;
+
+	if (!he_on())
+		he_die("hostemu_become(%s) in a process of no host (HOSTEMU_HOST unset)", host);
+	pthread_mutex_lock(&he_mu);
+	if (he_nmaps != 0)
+		he_die("hostemu_become(%s) with %d mappings of pool files", host, he_nmaps);
+	for (fd = 0; fd < HE_MAXFD; fd++) {
+		struct he_fd *e = &he_fds[fd];
+
+		if (e->kind != HE_DEVICE && e->kind != HE_POOLDIR)
+			continue;
+		if (fstat(fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino)
+			he_die("hostemu_become(%s) with descriptor %d of the pool open", host, fd);
+		he_fd_reset(e);
+	}
+	for (i = 0; i < he_nfiles; i++) {
+		struct he_file *f = &he_files[i];
+
+		next.munmap(f->dev, HE_VIEW);
+		next.munmap(f->cache, HE_VIEW);
+		next.munmap(f->clean, HE_VIEW);
+		next.close(f->dev_fd);
+		next.close(f->cache_fd);
+		next.close(f->clean_fd);
+	}
+	/* what was known of the old host's cache, its size too */
+	memset(he_files, 0, sizeof(he_files));
+	he_nfiles = 0;
+	he_host_dir(host);
+	if (setenv("HOSTEMU_HOST", host, 1) < 0)
+		he_die("HOSTEMU_HOST: %s", strerror(errno));
+	pthread_mutex_unlock(&he_mu);
 }
 
 /* ---- mmap, munmap ---- */
