@@ -37,6 +37,7 @@ mkv_holder_take(struct mkv_pool *p)
 
 	if (rc || had)
 		return rc;
+	mkv_reg_readers_watch(p);
 	if (!(rc = mkv_lease_writers_wait(p)) && !(rc = mkv_lease_write_begin(p))) {
 		rc = mkv_recover(p);
 		mkv_lease_write_end(p);

@@ -191,6 +191,29 @@ oldest_reader(struct mkv_pool *p, uint64_t upto)
 }
 
 /*
+ * A new holder, as it takes the lease: a look at every reader of another
+ * kernel that has a snap, so that the watch on the heartbeat of a dead
+ * one (client.c: dead once its beat stood still for the client timeout by
+ * the watcher's clock) starts now, while older holders' windows are waited
+ * for, and not at the first write.  A judgement only: revoking is for
+ * inside the write window.
+ */
+void
+mkv_reg_readers_watch(struct mkv_pool *p)
+{
+	if (!p->reg || !p->reg->shadow)
+		return;
+	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
+		const struct mkv_slot *s = &p->slots[i];
+		uint64_t owner = mkv_share_load(p, &s->owner);
+
+		if (MKV_SLOT_PID(owner) && mkv_share_load(p, &s->snap) &&
+		    !mkv_client_local(p, i, owner))
+			(void)mkv_client_dead(p, i, owner);
+	}
+}
+
+/*
  * Before a write txn (the holder, super's flock held): let go of what no
  * reader needs; a new holder first waits (a quarter lease period at most,
  * then MKV_E_TIMEDOUT and the writes wait for a later try) until every live

@@ -16,6 +16,13 @@
 #define CD_PAGE 4096U
 #define CD_DATA (8ULL << 20)         /* a crash trial's pool */
 #define CD_CLIENTS 16U
+/*
+ * --hosts: a non-coherent pool gives each node entry its own range of
+ * slots (max_clients / max_nodes): room for every child of one node, and
+ * the checking host's handles
+ */
+#define CD_HOST_CLIENTS 48U
+#define CD_HOST_NODES 6U
 #define CD_PERIOD 200U               /* lease period, ms */
 #define CD_TIMEOUT 500U              /* client timeout, ms */
 #define CD_HOST_TIMEOUT 2000U        /* ... between emulated hosts (--hosts) */

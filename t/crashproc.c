@@ -397,7 +397,9 @@ cd_open(const char *path, unsigned flags, const char *node, struct mkv_pool **po
 		if ((rc = mkv_opts_set_page_size(opts, CD_PAGE)) < 0 ||
 		    (rc = mkv_opts_set_data_size(opts, sh->cfg.data_size)) < 0 ||
 		    (rc = mkv_opts_set_watermarks(opts, sh->cfg.wm_low, sh->cfg.wm_high)) < 0 ||
-		    (rc = mkv_opts_set_max_clients(opts, CD_CLIENTS)) < 0 ||
+		    (rc = mkv_opts_set_max_clients(opts, sh->cfg.hosts ? CD_HOST_CLIENTS :
+				CD_CLIENTS)) < 0 ||
+		    (sh->cfg.hosts && (rc = mkv_opts_set_max_nodes(opts, CD_HOST_NODES)) < 0) ||
 		    (rc = mkv_opts_set_lease_period(opts, CD_PERIOD)) < 0 ||
 		    (rc = mkv_opts_set_client_timeout(opts, sh->cfg.timeout_ms)) < 0 ||
 		    (sh->cfg.hosts &&
