@@ -2,33 +2,89 @@
 # SPDX-License-Identifier: MIT
 #
 # t/mutations.sh -- does the host emulator catch each missing cache
-# maintenance?  Runs t/check_hosts once recording every site of an
+# maintenance?  Runs each suite once recording every site of an
 # invalidation or a flush that the library made (HOSTEMU_SITES, see
-# t/hostemu.c), then once per site with that site left out (HOSTEMU_SKIP):
-# a site whose omission no test notices is "missed".  Prints one line per
+# t/hostemu.c), then, for each site, the suites that reached it again with
+# that site left out (HOSTEMU_SKIP), in the order given, until one fails: a
+# site is "caught" if some suite fails without it, "missed" if every suite
+# that reached it still passes.  A suite that runs past the timeout counts
+# as failing (a hang is noticed too) and is named so.  Prints one line per
 # site and a summary; exits 1 if any site was missed, 0 if every one was
-# caught.  Not part of make check (make check-mutations): it says how far
-# the emulated-host tests reach, which is still being extended.
+# caught, 99 if a suite fails with every site in place.
+#
+# Usage: t/mutations.sh [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+#   -n COUNT    only COUNT sites, a sample chosen by SEED (default: all)
+#   -s SEED     the sample's seed (default 1): the same seed, the same sites
+#   -t SECONDS  the limit on one suite's run (default 600)
+#   SUITE       programs of the build to run (default: t/check_sites
+#               t/check_hosts, the fast and deterministic suite first)
+#
+# make check-mutations runs every site through both suites (opt-in: tens of
+# minutes on two cores).  make check-mutations-short, part of make
+# check-all, runs a seeded sample of sites through t/check_sites alone:
+# MUT_COUNT (default 24) and MUT_SEED (default 1) choose it, a few minutes
+# on two cores.
 set -u
 top_builddir=${top_builddir:-.}
-suite="$top_builddir/t/check_hosts"
+count=0
+seed=1
+limit=600
+while getopts n:s:t: opt; do
+	case $opt in
+	n) count=$OPTARG ;;
+	s) seed=$OPTARG ;;
+	t) limit=$OPTARG ;;
+	*) echo "usage: $0 [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2; exit 99 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || set -- t/check_sites t/check_hosts
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mkvmut.XXXXXX") || exit 99
 trap 'rm -rf "$scratch"' EXIT
 
-if ! HOSTEMU_SITES="$scratch/sites" "$suite" >"$scratch/base.log" 2>&1; then
-	echo "mutations: t/check_hosts fails with every site in place:" >&2
-	tail -5 "$scratch/base.log" >&2
-	exit 99
+# the sites each suite reaches, in $scratch/<n>.sites
+n=0
+for suite in "$@"; do
+	n=$((n + 1))
+	if ! HOSTEMU_SITES="$scratch/$n.raw" timeout "$limit" "$top_builddir/$suite" \
+			>"$scratch/base.log" 2>&1; then
+		echo "mutations: $suite fails with every site in place:" >&2
+		tail -5 "$scratch/base.log" >&2
+		exit 99
+	fi
+	sort -u "$scratch/$n.raw" >"$scratch/$n.sites"
+done
+sort -u "$scratch"/*.sites >"$scratch/all"
+# a sample: the sites ordered by a checksum of the seed and their name
+if [ "$count" -gt 0 ]; then
+	while read -r site; do
+		printf '%s %s\n' "$(printf '%s %s' "$seed" "$site" | cksum | cut -d' ' -f1)" "$site"
+	done <"$scratch/all" | sort -n | head -n "$count" | cut -d' ' -f2 | sort >"$scratch/pick"
+	mv "$scratch/pick" "$scratch/all"
 fi
-sort -u "$scratch/sites" >"$scratch/all"
+
 caught=0
 missed=0
 while read -r site; do
-	if HOSTEMU_SKIP=$site timeout 600 "$suite" >"$scratch/run.log" 2>&1; then
-		echo "missed $site"
+	verdict=missed
+	n=0
+	for suite in "$@"; do
+		n=$((n + 1))
+		grep -qxF "$site" "$scratch/$n.sites" || continue
+		HOSTEMU_SKIP=$site timeout "$limit" "$top_builddir/$suite" >"$scratch/run.log" 2>&1
+		rc=$?
+		if [ "$rc" -eq 124 ]; then
+			verdict="caught by $suite (timed out)"
+			break
+		elif [ "$rc" -ne 0 ]; then
+			verdict="caught by $suite"
+			break
+		fi
+	done
+	echo "$verdict $site"
+	if [ "$verdict" = missed ]; then
 		missed=$((missed + 1))
 	else
-		echo "caught $site"
 		caught=$((caught + 1))
 	fi
 done <"$scratch/all"
