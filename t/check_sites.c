@@ -28,6 +28,8 @@
 #define KEYS 24U
 #define LEASE_MS 200U
 #define CLIENT_TIMEOUT_MS 1000U
+/* three hosts fill the pool: a fourth client needs a slot one of them freed */
+#define MAX_CLIENTS 3U
 
 /* ===================================================================== */
 /* The host process                                                      */
@@ -63,8 +65,38 @@ stat_field(const char *name, long long *out)
 		*out = st.clients;
 	else if (strcmp(name, "used") == 0)
 		*out = (long long)st.pages_used;
+	else if (strcmp(name, "hits") == 0)
+		*out = (long long)st.hits;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/*
+ * What mkv_pool_clients() says of the client with this pid: "alive" 1 or
+ * 0, "node" the number N of its node's name hN (0 for another name); -1
+ * if it is not listed.
+ */
+static int
+client_field(const char *name, long long pid, long long *out)
+{
+	struct mkv_client c[MAX_CLIENTS];
+	size_t n;
+	int rc = mkv_pool_clients(hpool, c, MAX_CLIENTS, &n);
+
+	if (rc)
+		return rc;
+	*out = -1;
+	for (size_t i = 0; i < n && i < MAX_CLIENTS; i++) {
+		if (c[i].pid != pid)
+			continue;
+		if (strcmp(name, "alive") == 0)
+			*out = c[i].alive;
+		else if (strcmp(name, "node") == 0)
+			*out = c[i].node[0] == 'h' ? atoi(c[i].node + 1) : 0;
+		else
+			return -EINVAL;
+	}
 	return 0;
 }
 
@@ -74,7 +106,8 @@ stat_field(const char *name, long long *out)
  *   pid             this process's pid
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
- *   stat FIELD      holder (pid), generation, nodes, clients or used pages
+ *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
+ *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
  *   close           close the pool
  */
@@ -83,7 +116,7 @@ host_cmd(char *line, char *out, size_t size)
 {
 	const char *host = getenv("HOSTEMU_HOST");
 	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
-			.client_timeout_ms = CLIENT_TIMEOUT_MS };
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_clients = MAX_CLIENTS };
 	char cmd[16] = "", arg[16] = "", key[64];
 	long long from = 0, n = 0, done = 0;
 	struct mkv_evict ev;
@@ -108,6 +141,8 @@ host_cmd(char *line, char *out, size_t size)
 		}
 	} else if (strcmp(cmd, "stat") == 0) {
 		rc = stat_field(arg, &done);
+	} else if (strcmp(cmd, "client") == 0) {
+		rc = client_field(arg, from, &done);
 	} else if (strcmp(cmd, "evict") == 0) {
 		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
 			done = (long long)ev.keys;
@@ -173,6 +208,7 @@ hosts_end(struct tu_host *h, unsigned n)
 		if (h[i].to) {
 			ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
 			tu_host_end(&h[i]);
+			h[i].to = NULL;
 		}
 	}
 }
@@ -274,6 +310,63 @@ START_TEST(test_eviction_spares_what_another_host_read)
 }
 END_TEST
 
+/*
+ * A client slot freed on one host and claimed on another: the holder
+ * counts the client that closed as gone, its lookups stay counted, a new
+ * client on a third host gets the slot (the pool has one slot per host)
+ * and is listed alive with its node; and once that one closed too, a new
+ * client on the first host, which looks at every slot, writes back
+ * nothing of the slot its host's client left (the lookups of the third
+ * host's stay counted).
+ */
+START_TEST(test_a_slot_freed_on_one_host_is_claimed_on_another)
+{
+	struct tu_host h[3], h3b, h2b;
+	long long hits;
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat clients"), 3);
+	hosts_end(&h[1], 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat clients"), 2);
+	hits = tu_host_do(&h[0], "stat hits");
+	ck_assert_int_ge(hits, KEYS);
+	host_start(&h3b, "h3");
+	ck_assert_int_eq(tu_host_do(&h[0], "stat clients"), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat hits"), hits);
+	ck_assert_int_eq(tu_host_do(&h[0], "client node %d", h3b.pid), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "client alive %d", h3b.pid), 1);
+	ck_assert_int_eq(tu_host_do(&h3b, "check a 0 %u", KEYS), KEYS);
+	hosts_end(&h3b, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat hits"), hits + KEYS);
+	host_start(&h2b, "h2");
+	ck_assert_int_eq(tu_host_do(&h2b, "stat clients"), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat hits"), hits + KEYS);
+	hosts_end(&h2b, 1);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * An idle client of another host stays alive by its heartbeat alone: for
+ * three client timeouts it calls nothing, and the holder, which reaps dead
+ * clients once a lease period, neither revokes its slot nor lists it dead.
+ */
+START_TEST(test_an_idle_client_on_another_host_stays_alive)
+{
+	struct tu_host h[2];
+
+	hosts_start(h, 2);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_sleep_ms(3 * CLIENT_TIMEOUT_MS);
+	ck_assert_int_eq(tu_host_do(&h[0], "client alive %d", h[1].pid), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat clients"), 2);
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -286,6 +379,8 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_host_counts_the_nodes_that_joined_after_it);
 	tcase_add_test(tc, test_a_reader_follows_commits_through_both_metas);
 	tcase_add_test(tc, test_eviction_spares_what_another_host_read);
+	tcase_add_test(tc, test_a_slot_freed_on_one_host_is_claimed_on_another);
+	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	suite_add_tcase(s, tc);
 	return s;
 }
