@@ -30,6 +30,8 @@
 #define CLIENT_TIMEOUT_MS 1000U
 /* three hosts fill the pool: a fourth client needs a slot one of them freed */
 #define MAX_CLIENTS 3U
+/* and the node table: a fourth host needs the entry of a host whose clients left */
+#define MAX_NODES 3U
 
 /* ===================================================================== */
 /* The host process                                                      */
@@ -116,7 +118,8 @@ host_cmd(char *line, char *out, size_t size)
 {
 	const char *host = getenv("HOSTEMU_HOST");
 	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
-			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_clients = MAX_CLIENTS };
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_clients = MAX_CLIENTS,
+			.max_nodes = MAX_NODES };
 	char cmd[16] = "", arg[16] = "", key[64];
 	long long from = 0, n = 0, done = 0;
 	struct mkv_evict ev;
@@ -367,6 +370,37 @@ START_TEST(test_an_idle_client_on_another_host_stays_alive)
 }
 END_TEST
 
+/*
+ * The node table passed between hosts: a fourth host takes the entry of a
+ * host whose client closed, and when that host comes back, after the
+ * fourth one took its entry, it does not take its old entry for its own
+ * but the one of another host whose client closed meanwhile.  The holder
+ * lists each client with its own node.
+ */
+START_TEST(test_node_entries_pass_between_hosts)
+{
+	struct tu_host h[3], h4, h2b;
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat nodes"), 3);
+	hosts_end(&h[1], 1);
+	host_start(&h4, "h4");
+	ck_assert_int_eq(tu_host_do(&h[0], "stat nodes"), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "client node %d", h4.pid), 4);
+	hosts_end(&h[2], 1);
+	host_start(&h2b, "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "stat nodes"), 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "client node %d", h2b.pid), 2);
+	ck_assert_int_eq(tu_host_do(&h[0], "client node %d", h4.pid), 4);
+	ck_assert_int_eq(tu_host_do(&h4, "client node %d", h2b.pid), 2);
+	ck_assert_int_eq(tu_host_do(&h2b, "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h4, "check a 0 1"), 1);
+	hosts_end(&h2b, 1);
+	hosts_end(&h4, 1);
+	hosts_end(h, 3);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -381,6 +415,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_eviction_spares_what_another_host_read);
 	tcase_add_test(tc, test_a_slot_freed_on_one_host_is_claimed_on_another);
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
+	tcase_add_test(tc, test_node_entries_pass_between_hosts);
 	suite_add_tcase(s, tc);
 	return s;
 }
