@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "testutil.h"
 
 #define KEYS 24U
+#define DATA_PAGES (TU_DATA_SIZE / TU_PAGE_SIZE)
 #define LEASE_MS 200U
 #define CLIENT_TIMEOUT_MS 1000U
 /* three hosts fill the pool: a fourth client needs a slot one of them freed */
@@ -287,29 +289,41 @@ START_TEST(test_a_reader_follows_commits_through_both_metas)
 END_TEST
 
 /*
- * Access hints: values read on another host are the last to go when the
- * holder evicts.  The values were published in order a, then b; the
- * reader on h2 reads a again, which makes a younger than b, and the
- * holder's eviction of about half the pool takes b before it takes any
- * of a.
+ * Values a, then b published by the holder on h1, a reader on h2 that
+ * opened before b (@p early) or after it, and reads a again after b: the
+ * holder's eviction of about half the pool must take b before any of a.
+ * Ages move by published pages, so b is many times the pages of a.
  */
-START_TEST(test_eviction_spares_what_another_host_read)
+static void
+eviction_after_a_read(bool early)
 {
 	struct tu_host h[3];
 	long long used;
 
 	hosts_start(h, 1);
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
-	/* ages move by published pages: b many times the pages of a */
+	if (early)
+		host_start(&h[1], "h2");
 	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 %u", 8 * KEYS), 8 * KEYS);
-	host_start(&h[1], "h2");
+	if (!early)
+		host_start(&h[1], "h2");
 	host_start(&h[2], "h3");
 	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
 	used = tu_host_do(&h[0], "stat used");
-	ck_assert_int_gt(tu_host_do(&h[0], "evict %lld", 100 - used * 100 / 1024 / 2), 0);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict %lld", 100 - used * 100 / DATA_PAGES / 2), 0);
 	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", KEYS), KEYS);
 	ck_assert_int_lt(tu_host_do(&h[2], "check b 0 %u", 8 * KEYS), 8 * KEYS);
 	hosts_end(h, 3);
+}
+
+/*
+ * Access hints: values read on another host are the last to go when the
+ * holder evicts (the reader writes its hints back, the holder drops its
+ * copy of them before it sweeps).
+ */
+START_TEST(test_eviction_spares_what_another_host_read)
+{
+	eviction_after_a_read(false);
 }
 END_TEST
 
@@ -401,6 +415,17 @@ START_TEST(test_node_entries_pass_between_hosts)
 }
 END_TEST
 
+/*
+ * The clock of ages, between hosts: a reader that opened early, when the
+ * clock was young, dates what it reads by the holder's clock as it is
+ * now, so what it read is young.
+ */
+START_TEST(test_a_reader_dates_its_reads_by_the_holders_clock)
+{
+	eviction_after_a_read(true);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -416,6 +441,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_slot_freed_on_one_host_is_claimed_on_another);
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_node_entries_pass_between_hosts);
+	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
 	suite_add_tcase(s, tc);
 	return s;
 }
