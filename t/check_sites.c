@@ -30,6 +30,8 @@
 #define DATA_PAGES (TU_DATA_SIZE / TU_PAGE_SIZE)
 #define LEASE_MS 200U
 #define CLIENT_TIMEOUT_MS 1000U
+/* a client timeout longer than any test: heartbeats write back nothing */
+#define SLOW_CLIENT_TIMEOUT_MS 120000U
 /* three hosts fill the pool: a fourth client needs a slot one of them freed */
 #define MAX_CLIENTS 3U
 /* and the node table: a fourth host needs the entry of a host whose clients left */
@@ -39,6 +41,7 @@
 /* The host process                                                      */
 
 static struct mkv_pool *hpool;
+static struct mkv_view hview;
 
 /* The key and length of value i of prefix: one page at most. */
 static size_t
@@ -71,6 +74,8 @@ stat_field(const char *name, long long *out)
 		*out = (long long)st.pages_used;
 	else if (strcmp(name, "hits") == 0)
 		*out = (long long)st.hits;
+	else if (strcmp(name, "quarantined") == 0)
+		*out = (long long)st.pages_quarantined;
 	else
 		return -EINVAL;
 	return 0;
@@ -106,13 +111,17 @@ client_field(const char *name, long long pid, long long *out)
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open            open (creating) the pool as this host's node
+ *   open [T]        open (creating) the pool as this host's node; a
+ *                   client timeout of T ms if it creates it
  *   pid             this process's pid
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
  *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
+ *   view P I        get P<I> and keep the view: 0
+ *   release         release the view kept
+ *   del P I         delete P<I>
  *   close           close the pool
  */
 static void
@@ -130,6 +139,8 @@ host_cmd(char *line, char *out, size_t size)
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
 	if (strcmp(cmd, "open") == 0) {
+		if (*arg)
+			o.client_timeout_ms = (uint32_t)atoi(arg);
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "pid") == 0) {
 		done = getpid();
@@ -148,6 +159,14 @@ host_cmd(char *line, char *out, size_t size)
 		rc = stat_field(arg, &done);
 	} else if (strcmp(cmd, "client") == 0) {
 		rc = client_field(arg, from, &done);
+	} else if (strcmp(cmd, "view") == 0) {
+		klen = hkey(key, arg, from, &len);
+		rc = mkv_get(hpool, key, klen, &hview);
+	} else if (strcmp(cmd, "release") == 0) {
+		rc = mkv_release(hpool, &hview);
+	} else if (strcmp(cmd, "del") == 0) {
+		klen = hkey(key, arg, from, &len);
+		rc = mkv_del(hpool, key, klen);
 	} else if (strcmp(cmd, "evict") == 0) {
 		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
 			done = (long long)ev.keys;
@@ -184,9 +203,9 @@ sites_teardown(void)
 	tu_teardown();
 }
 
-/* Host @p name of a non-coherent pool, quiet caches; open. */
+/* Host @p name of a non-coherent pool, quiet caches; "open" with @p arg. */
 static void
-host_start(struct tu_host *h, const char *name)
+host_start_with(struct tu_host *h, const char *name, const char *arg)
 {
 	char node[32], boot[32];
 	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", NULL };
@@ -194,7 +213,13 @@ host_start(struct tu_host *h, const char *name)
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
 	tu_host_start(h, "check_sites", name, emu, tu_path, env);
-	ck_assert_int_eq(tu_host_do(h, "open"), 0);
+	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name)
+{
+	host_start_with(h, name, "");
 }
 
 static void
@@ -426,6 +451,39 @@ START_TEST(test_a_reader_dates_its_reads_by_the_holders_clock)
 }
 END_TEST
 
+/*
+ * A client's pin and its count of requests posted reach the holder when
+ * stored, not with its next heartbeat: with a client timeout of minutes
+ * (heartbeats a quarter of that apart), a write of another host is
+ * answered at once, and the value a view of another host shows stays
+ * quarantined after its deletion for as long as the view is out.
+ */
+START_TEST(test_a_clients_words_reach_the_holder_between_heartbeats)
+{
+	struct tu_host h[2];
+	char arg[16];
+	double end;
+
+	snprintf(arg, sizeof(arg), "%u", SLOW_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[0], "h1", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* the holder's answer long before h2's next heartbeat */
+	end = tu_now() + SLOW_CLIENT_TIMEOUT_MS / 4000.0;
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert(tu_now() < end);
+	ck_assert_int_eq(tu_host_do(&h[1], "view a 0"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "del a 0"), 0);
+	/* commits and lease periods go by: the holder frees what no pin holds */
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 0 1"), 1);
+	tu_sleep_ms(4 * LEASE_MS);
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 1 1"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "stat quarantined"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "release"), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -442,6 +500,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_node_entries_pass_between_hosts);
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
+	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
 	suite_add_tcase(s, tc);
 	return s;
 }
