@@ -9,32 +9,38 @@
 # site is "caught" if some suite fails without it, "missed" if every suite
 # that reached it still passes.  A suite that runs past the timeout counts
 # as failing (a hang is noticed too) and is named so.  Prints one line per
-# site and a summary; exits 1 if any site was missed, 0 if every one was
-# caught, 99 if a suite fails with every site in place.
+# site and a summary; exits 1 if fewer than PCT percent of the sites were
+# caught (by default: if any was missed), 99 if a suite fails with every
+# site in place.
 #
-# Usage: t/mutations.sh [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+# Usage: t/mutations.sh [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+#   -m PCT      the share of sites that must be caught (default 100)
 #   -n COUNT    only COUNT sites, a sample chosen by SEED (default: all)
 #   -s SEED     the sample's seed (default 1): the same seed, the same sites
 #   -t SECONDS  the limit on one suite's run (default 600)
 #   SUITE       programs of the build to run (default: t/check_sites
 #               t/check_hosts, the fast and deterministic suite first)
 #
-# make check-mutations runs every site through both suites (opt-in: tens of
-# minutes on two cores).  make check-mutations-short, part of make
-# check-all, runs a seeded sample of sites through t/check_sites alone:
-# MUT_COUNT (default 24) and MUT_SEED (default 1) choose it, a few minutes
-# on two cores.
+# make check-mutations runs every site through both suites (opt-in: about
+# twenty minutes on two cores).  make check-mutations-short, part of make
+# check-all, runs a seeded sample of sites through t/check_sites alone
+# (MUT_COUNT and MUT_SEED choose it; about two minutes on two cores) and
+# fails if fewer than MUT_MIN percent of them are caught: a floor under
+# which the emulator or the suite has gone lenient, while not every site
+# is caught yet.
 set -u
 top_builddir=${top_builddir:-.}
 count=0
 seed=1
 limit=600
-while getopts n:s:t: opt; do
+min=100
+while getopts m:n:s:t: opt; do
 	case $opt in
+	m) min=$OPTARG ;;
 	n) count=$OPTARG ;;
 	s) seed=$OPTARG ;;
 	t) limit=$OPTARG ;;
-	*) echo "usage: $0 [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2; exit 99 ;;
+	*) echo "usage: $0 [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2; exit 99 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -89,4 +95,4 @@ while read -r site; do
 	fi
 done <"$scratch/all"
 echo "mutations: $caught of $((caught + missed)) sites caught, $missed missed"
-[ "$missed" -eq 0 ]
+[ $((caught * 100)) -ge $((min * (caught + missed))) ]
