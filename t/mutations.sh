@@ -91,7 +91,7 @@ while read -r site; do
 		done
 		[ "$rc" -ne 0 ] || continue
 		if [ "$rc" -eq 124 ]; then
-			verdict="caught by $suite (timed out)"
+			verdict="by $suite (timed out)"
 			break
 		fi
 		# the test cases that failed both times (Check's "F:" and "E:"
@@ -100,14 +100,15 @@ while read -r site; do
 			sed -n 's/^[^:]*:[0-9]*:[FE]:[^:]*:\([^:]*\):.*/\1/p' | sort | uniq -d |
 			tr '\n' ' ')
 		if [ -n "$failed" ]; then
-			verdict="caught by $suite: ${failed% }"
+			verdict="by $suite: ${failed% }"
 			break
 		fi
 	done
-	echo "$verdict $site"
 	if [ "$verdict" = missed ]; then
+		echo "missed $site"
 		missed=$((missed + 1))
 	else
+		echo "caught $site $verdict"
 		caught=$((caught + 1))
 	fi
 done <"$scratch/all"
