@@ -26,7 +26,7 @@
 # make check-mutations runs every site through both suites (opt-in: about
 # twenty minutes on two cores).  make check-mutations-short, part of make
 # check-all, runs a seeded sample of sites through t/check_sites alone
-# (MUT_COUNT and MUT_SEED choose it; about two minutes on two cores) and
+# (MUT_COUNT and MUT_SEED choose it; about three minutes on two cores) and
 # fails if fewer than MUT_MIN percent of them are caught: a floor under
 # which the emulator or the suite has gone lenient, while not every site
 # is caught yet.
