@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_sites.c -- one stale read at a time between emulated hosts
+ * (t/hostemu.so) of a non-coherent pool: each test drives three hosts step
+ * by step to a point where a reader's cache still holds a line that
+ * another host has changed on the device since, and checks what the
+ * reader makes of it.  With the library's invalidation or flush for that
+ * line in place the reader sees the new value; with it left out
+ * (HOSTEMU_SKIP, t/mutations.sh) it sees the old one and the test fails.
+ * No spontaneous write-backs (HOSTEMU_NOISE is 0): a line is refreshed
+ * only where the library says so, whatever the timing.
+ *
+ * The tests name behaviours, not sites: what is read stale, by whom.
+ * Each host is this program again (argv[1] == "--host"), as in
+ * t/check_hosts.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#define KEYS 24U
+#define DATA_PAGES (TU_DATA_SIZE / TU_PAGE_SIZE)
+#define LEASE_MS 200U
+/* long enough that a host starved of CPU for a while is not judged dead */
+#define CLIENT_TIMEOUT_MS 2000U
+/* a client timeout longer than any test: heartbeats write back nothing */
+#define SLOW_CLIENT_TIMEOUT_MS 120000U
+/* three hosts fill the pool: a fourth client needs a slot one of them freed */
+#define MAX_CLIENTS 3U
+/* and the node table: a fourth host needs the entry of a host whose clients left */
+#define MAX_NODES 3U
+
+/* ===================================================================== */
+/* The host process                                                      */
+
+static struct mkv_pool *hpool;
+static struct mkv_view hview;
+
+/* The key and length of value i of prefix: one page at most. */
+static size_t
+hkey(char *key, const char *prefix, long long i, size_t *len)
+{
+	size_t klen = tu_key(key, prefix, (unsigned)i);
+
+	*len = tu_vlen(key, klen, 1, TU_PAGE_SIZE);
+	return klen;
+}
+
+/* One field of mkv_pool_stat() by name. */
+static int
+stat_field(const char *name, long long *out)
+{
+	struct mkv_stat st;
+	int rc = mkv_pool_stat(hpool, &st);
+
+	if (rc)
+		return rc;
+	if (strcmp(name, "holder") == 0)
+		*out = st.lease_holder_pid;
+	else if (strcmp(name, "generation") == 0)
+		*out = (long long)st.lease_generation;
+	else if (strcmp(name, "nodes") == 0)
+		*out = st.nodes;
+	else if (strcmp(name, "clients") == 0)
+		*out = st.clients;
+	else if (strcmp(name, "used") == 0)
+		*out = (long long)st.pages_used;
+	else if (strcmp(name, "hits") == 0)
+		*out = (long long)st.hits;
+	else if (strcmp(name, "quarantined") == 0)
+		*out = (long long)st.pages_quarantined;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * What mkv_pool_clients() says of the client with this pid: "alive" 1 or
+ * 0, "node" the number N of its node's name hN (0 for another name); -1
+ * if it is not listed.
+ */
+static int
+client_field(const char *name, long long pid, long long *out)
+{
+	struct mkv_client c[MAX_CLIENTS];
+	size_t n;
+	int rc = mkv_pool_clients(hpool, c, MAX_CLIENTS, &n);
+
+	if (rc)
+		return rc;
+	*out = -1;
+	for (size_t i = 0; i < n && i < MAX_CLIENTS; i++) {
+		if (c[i].pid != pid)
+			continue;
+		if (strcmp(name, "alive") == 0)
+			*out = c[i].alive;
+		else if (strcmp(name, "node") == 0)
+			*out = c[i].node[0] == 'h' ? atoi(c[i].node + 1) : 0;
+		else
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Commands, one a line, answered "= value" or "! why":
+ *   open [T]        open (creating) the pool as this host's node; a
+ *                   client timeout of T ms if it creates it
+ *   pid             this process's pid
+ *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
+ *   check P FROM N  how many of them read back whole
+ *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
+ *   client F PID    client_field() F of the client PID
+ *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
+ *   view P I        get P<I> and keep the view: 0
+ *   release         release the view kept
+ *   del P I         delete P<I>
+ *   close           close the pool
+ */
+static void
+host_cmd(char *line, char *out, size_t size)
+{
+	const char *host = getenv("HOSTEMU_HOST");
+	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_clients = MAX_CLIENTS,
+			.max_nodes = MAX_NODES };
+	char cmd[16] = "", arg[16] = "", key[64];
+	long long from = 0, n = 0, done = 0;
+	struct mkv_evict ev;
+	size_t klen, len;
+	int rc = 0;
+
+	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
+	if (strcmp(cmd, "open") == 0) {
+		if (*arg)
+			o.client_timeout_ms = (uint32_t)atoi(arg);
+		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
+	} else if (strcmp(cmd, "pid") == 0) {
+		done = getpid();
+	} else if (strcmp(cmd, "put") == 0) {
+		for (long long i = from; i < from + n && rc == 0; i++) {
+			klen = hkey(key, arg, i, &len);
+			if ((rc = tu_put(hpool, key, klen, len)) == 0)
+				done++;
+		}
+	} else if (strcmp(cmd, "check") == 0) {
+		for (long long i = from; i < from + n; i++) {
+			klen = hkey(key, arg, i, &len);
+			done += tu_check(hpool, key, klen, len) == 0;
+		}
+	} else if (strcmp(cmd, "stat") == 0) {
+		rc = stat_field(arg, &done);
+	} else if (strcmp(cmd, "client") == 0) {
+		rc = client_field(arg, from, &done);
+	} else if (strcmp(cmd, "view") == 0) {
+		klen = hkey(key, arg, from, &len);
+		rc = mkv_get(hpool, key, klen, &hview);
+	} else if (strcmp(cmd, "release") == 0) {
+		rc = mkv_release(hpool, &hview);
+	} else if (strcmp(cmd, "del") == 0) {
+		klen = hkey(key, arg, from, &len);
+		rc = mkv_del(hpool, key, klen);
+	} else if (strcmp(cmd, "evict") == 0) {
+		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
+			done = (long long)ev.keys;
+	} else if (strcmp(cmd, "close") == 0) {
+		mkv_pool_close(&hpool);
+	} else {
+		snprintf(out, size, "! unknown command %s", cmd);
+		return;
+	}
+	if (rc)
+		snprintf(out, size, "! %s: %s: %s", cmd, mkv_strerror(rc), mkv_errormsg());
+	else
+		snprintf(out, size, "= %lld", done);
+}
+
+/* ===================================================================== */
+/* The test's side                                                       */
+
+static char *emu;
+
+static void
+sites_setup(void)
+{
+	tu_setup();
+	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
+	ck_assert_int_eq(mkdir(emu, 0700), 0);
+}
+
+static void
+sites_teardown(void)
+{
+	free(emu);
+	emu = NULL;
+	tu_teardown();
+}
+
+/* Host @p name of a non-coherent pool, quiet caches; "open" with @p arg. */
+static void
+host_start_with(struct tu_host *h, const char *name, const char *arg)
+{
+	char node[32], boot[32];
+	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", NULL };
+
+	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
+	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
+	tu_host_start(h, "check_sites", name, emu, tu_path, env);
+	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name)
+{
+	host_start_with(h, name, "");
+}
+
+static void
+hosts_start(struct tu_host *h, unsigned n)
+{
+	static const char *const names[] = { "h1", "h2", "h3" };
+
+	for (unsigned i = 0; i < n; i++)
+		host_start(&h[i], names[i]);
+}
+
+static void
+hosts_end(struct tu_host *h, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (h[i].to) {
+			ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
+			tu_host_end(&h[i]);
+			h[i].to = NULL;
+		}
+	}
+}
+
+/* Kill host h's process: a holder gone without a word. */
+static void
+host_kill(struct tu_host *h)
+{
+	ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
+	ck_assert_int_ne(tu_reap(h->pid, 10), 0);
+	fclose(h->to);
+	fclose(h->from);
+	h->to = h->from = NULL;
+}
+
+/*
+ * The lease record: a host that only reads, and has cached the record
+ * naming the first holder, reports the second holder (another host's)
+ * in its statistics after a takeover it took no part in.
+ */
+START_TEST(test_a_bystander_reports_another_hosts_takeover)
+{
+	struct tu_host h[3];
+	long long gen;
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[0].pid);
+	gen = tu_host_do(&h[2], "stat generation");
+	host_kill(&h[0]);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[1].pid);
+	ck_assert_int_gt(tu_host_do(&h[2], "stat generation"), gen);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * The node table: the first host, which cached the table with itself
+ * alone in it, counts the hosts that joined since.
+ */
+START_TEST(test_a_host_counts_the_nodes_that_joined_after_it)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat nodes"), 1);
+	host_start(&h[1], "h2");
+	host_start(&h[2], "h3");
+	ck_assert_int_eq(tu_host_do(&h[0], "stat nodes"), 3);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat nodes"), 3);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * The registry's metas: a host that read the registry keeps up with two
+ * commits of another host's holder in a row, so that each of LMDB's two
+ * meta pages in turn holds the newest snapshot.
+ */
+START_TEST(test_a_reader_follows_commits_through_both_metas)
+{
+	struct tu_host h[2];
+
+	hosts_start(h, 2);
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(tu_host_do(&h[0], "put m %u 1", i), 1);
+		ck_assert_int_eq(tu_host_do(&h[1], "check m 0 %u", i + 1), i + 1);
+	}
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * Values a, then b published by the holder on h1, a reader on h2 that
+ * opened before b (@p early) or after it, and reads a again after b: the
+ * holder's eviction of about half the pool must take b before any of a.
+ * Ages move by published pages, so b is many times the pages of a.
+ */
+static void
+eviction_after_a_read(bool early)
+{
+	struct tu_host h[3];
+	long long used;
+
+	hosts_start(h, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	if (early)
+		host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 %u", 8 * KEYS), 8 * KEYS);
+	if (!early)
+		host_start(&h[1], "h2");
+	host_start(&h[2], "h3");
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
+	used = tu_host_do(&h[0], "stat used");
+	ck_assert_int_gt(tu_host_do(&h[0], "evict %lld", 100 - used * 100 / DATA_PAGES / 2), 0);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_lt(tu_host_do(&h[2], "check b 0 %u", 8 * KEYS), 8 * KEYS);
+	hosts_end(h, 3);
+}
+
+/*
+ * Access hints: values read on another host are the last to go when the
+ * holder evicts (the reader writes its hints back, the holder drops its
+ * copy of them before it sweeps).
+ */
+START_TEST(test_eviction_spares_what_another_host_read)
+{
+	eviction_after_a_read(false);
+}
+END_TEST
+
+/*
+ * An idle client of another host stays alive by its heartbeat alone: for
+ * two client timeouts it calls nothing, and the holder, which reaps dead
+ * clients once a lease period, neither revokes its slot nor lists it dead.
+ */
+START_TEST(test_an_idle_client_on_another_host_stays_alive)
+{
+	struct tu_host h[2];
+
+	hosts_start(h, 2);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_sleep_ms(2 * CLIENT_TIMEOUT_MS);
+	ck_assert_int_eq(tu_host_do(&h[0], "client alive %d", h[1].pid), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "stat clients"), 2);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * The clock of ages, between hosts: a reader that opened early, when the
+ * clock was young, dates what it reads by the holder's clock as it is
+ * now, so what it read is young.
+ */
+START_TEST(test_a_reader_dates_its_reads_by_the_holders_clock)
+{
+	eviction_after_a_read(true);
+}
+END_TEST
+
+/*
+ * A client's pin and its count of requests posted reach the holder when
+ * stored, not with its next heartbeat: with a client timeout of minutes
+ * (heartbeats a quarter of that apart), a write of another host is
+ * answered at once, and the value a view of another host shows stays
+ * quarantined after its deletion for as long as the view is out.
+ */
+START_TEST(test_a_clients_words_reach_the_holder_between_heartbeats)
+{
+	struct tu_host h[2];
+	char arg[16];
+	double end;
+
+	snprintf(arg, sizeof(arg), "%u", SLOW_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[0], "h1", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* the holder's answer long before h2's next heartbeat */
+	end = tu_now() + SLOW_CLIENT_TIMEOUT_MS / 4000.0;
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert(tu_now() < end);
+	ck_assert_int_eq(tu_host_do(&h[1], "view a 0"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "del a 0"), 0);
+	/* commits and lease periods go by: the holder frees what no pin holds */
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 0 1"), 1);
+	tu_sleep_ms(4 * LEASE_MS);
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 1 1"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "stat quarantined"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "release"), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
+static Suite *
+sites_suite(void)
+{
+	Suite *s = suite_create("sites");
+	TCase *tc = tcase_create("sites");
+
+	tcase_add_checked_fixture(tc, sites_setup, sites_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_a_bystander_reports_another_hosts_takeover);
+	tcase_add_test(tc, test_a_host_counts_the_nodes_that_joined_after_it);
+	tcase_add_test(tc, test_a_reader_follows_commits_through_both_metas);
+	tcase_add_test(tc, test_eviction_spares_what_another_host_read);
+	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
+	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
+	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--host") == 0)
+		return tu_host_serve(host_cmd);
+	return tu_run_suite(sites_suite());
+}
