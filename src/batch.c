@@ -99,7 +99,8 @@ mkv_batch_release(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 		return 0;
 	if (rc)
 		return rc;
-	return mkv_reg_freed_pop(p, txn, mkv_epoch_min_pin(p, last), release_one, &r);
+	return mkv_reg_freed_pop(p, txn, mkv_epoch_min(p, offsetof(struct mkv_slot, pin), last, false),
+			release_one, &r);
 }
 
 /* Record the quarantine of this txn's deletes, and the change of the stored bytes. */

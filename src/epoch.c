@@ -157,12 +157,15 @@ mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews)
 }
 
 /*
- * Lowest pin of a live client, or UINT64_MAX if none.  Pins at or below
- * upto are checked for liveness (a dead client's pin must not hold pages
- * forever); higher ones cannot hold back anything up to upto anyway.
+ * The lowest nonzero value of a word of the slots' owner lines (a pin, a
+ * registry snap: `word`, its offset) among live clients, or UINT64_MAX if
+ * none; with `others`, among clients of other kernels only.  Values at or
+ * below upto are checked for liveness (a dead client's word must not hold
+ * anything back forever); higher ones cannot hold back anything up to
+ * upto anyway.
  */
 uint64_t
-mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
+mkv_epoch_min(struct mkv_pool *p, size_t word, uint64_t upto, bool others)
 {
 	uint64_t min = UINT64_MAX;
 
@@ -170,14 +173,15 @@ mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto)
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		const struct mkv_slot *s = &p->slots[i];
 		uint64_t owner = mkv_share_load(p, &s->owner);
-		uint64_t pin = mkv_share_load(p, &s->pin);
+		uint64_t v = mkv_share_load(p, (const uint64_t *)((const char *)s + word));
 
-		if (pin == 0 || pin >= min || !mkv_client_claimed(p, i, owner))
+		if (v == 0 || v >= min || !mkv_client_claimed(p, i, owner) ||
+		    (others && mkv_client_local(p, i, owner)))
 			continue;
-		/* a dead client's pin holds nothing back once its claim is revoked */
-		if (pin <= upto && mkv_client_reap(p, i, owner))
+		/* a dead client's word holds nothing back once its claim is revoked */
+		if (v <= upto && mkv_client_reap(p, i, owner))
 			continue;
-		min = pin;
+		min = v;
 	}
 	return min;
 }

@@ -446,7 +446,7 @@ bool mkv_epoch_sub(struct mkv_epochs *ep, uint64_t txn, uint64_t n, uint64_t *he
 void mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v);
 uint64_t mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews);
 void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
-uint64_t mkv_epoch_min_pin(struct mkv_pool *p, uint64_t upto);
+uint64_t mkv_epoch_min(struct mkv_pool *p, size_t word, uint64_t upto, bool others);
 
 /* pages.c: the page table */
 void mkv_pages_fresh(const struct mkv_pool *p);

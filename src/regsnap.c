@@ -173,21 +173,7 @@ mkv_reg_snap_idle(struct mkv_pool *p)
 static uint64_t
 oldest_reader(struct mkv_pool *p, uint64_t upto)
 {
-	uint64_t min = UINT64_MAX;
-
-	mkv_full_fence();
-	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
-		const struct mkv_slot *s = &p->slots[i];
-		uint64_t owner = mkv_share_load(p, &s->owner);
-		uint64_t snap = MKV_SLOT_PID(owner) ? mkv_share_load(p, &s->snap) : 0;
-
-		if (snap == 0 || snap >= min || mkv_client_local(p, i, owner))
-			continue;
-		if (snap < upto && mkv_client_reap(p, i, owner))
-			continue;
-		min = snap;
-	}
-	return min;
+	return mkv_epoch_min(p, offsetof(struct mkv_slot, snap), upto - 1, true);
 }
 
 /*
@@ -215,9 +201,10 @@ mkv_reg_readers_watch(struct mkv_pool *p)
 
 /*
  * Before a write txn (the holder, super's flock held): let go of what no
- * reader needs; a new holder first waits (a quarter lease period at most,
- * then MKV_E_TIMEDOUT and the writes wait for a later try) until every live
- * reader is at its first snapshot or later.
+ * reader needs; a new holder first waits until every live reader is at its
+ * first snapshot or later (a client timeout and a lease period at most,
+ * time enough to judge a dead reader dead and revoke its claim; then
+ * MKV_E_TIMEDOUT).
  */
 int
 mkv_reg_floor(struct mkv_pool *p)
@@ -241,7 +228,8 @@ mkv_reg_floor(struct mkv_pool *p)
 		r->nheld = 1;
 		r->held_wait = true;
 	}
-	end = mkv_clock_now() + p->lease_period_ns / 4;
+	/* long enough to see a dead reader's heartbeat stand still, and revoke it */
+	end = mkv_clock_now() + p->client_timeout_ns + p->lease_period_ns;
 	while (r->held_wait && oldest_reader(p, r->held_id[0]) < r->held_id[0]) {
 		if (mkv_clock_now() >= end) {
 			rc = mkv_err(MKV_E_TIMEDOUT,

@@ -369,7 +369,7 @@ host_main(void)
 /* ===================================================================== */
 /* The test's side                                                       */
 
-static char *pool, *emu;
+static char *pool;
 
 static void
 hx_setup(void)
@@ -380,11 +380,9 @@ hx_setup(void)
 	char path[PATH_MAX];
 	int fd;
 
-	tu_setup();
+	tu_hosts_setup();
 	pool = tu_path;
-	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
 	ck_assert_int_eq(mkdir(pool, 0700), 0);
-	ck_assert_int_eq(mkdir(emu, 0700), 0);
 	for (size_t i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/%s", pool, files[i].name);
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -394,19 +392,11 @@ hx_setup(void)
 	}
 }
 
-static void
-hx_teardown(void)
-{
-	free(emu);
-	emu = NULL;
-	tu_teardown();
-}
-
 /* A process of host @p name of the pool, with @p env added (NULL-terminated). */
 static void
 host_start(struct tu_host *h, const char *name, const char *const *env)
 {
-	tu_host_start(h, "check_hostemu", name, emu, pool, env);
+	tu_host_start(h, "check_hostemu", name, tu_emu, pool, env);
 }
 
 /* The device's word at @p off of @p file. */
@@ -592,7 +582,7 @@ START_TEST(test_locks_are_per_host)
 				"%s lock of %s: let go when a child closed its copy",
 				locks[i][1], locks[i][0]);
 	snprintf(twin, sizeof(twin), "A/locks/%llu", (unsigned long long)dev_ino("super"));
-	ck_assert(exists_in(emu, twin) && exists_in(emu, "A/pooldir.lock"));
+	ck_assert(exists_in(tu_emu, twin) && exists_in(tu_emu, "A/pooldir.lock"));
 	tu_host_end(&a1);
 	tu_host_end(&a2);
 	tu_host_end(&b);
@@ -700,7 +690,7 @@ START_TEST(test_lmdb_reader_sees_a_commit_after_inval)
 	ck_assert_int_eq(tu_host_do(&b, "mdb-open"), 0);
 	ck_assert_int_eq(tu_host_do(&b, "mdb-get 2"), 22);
 	/* each host has its own reader table, none is in the pool */
-	ck_assert(exists_in(emu, "A/registry.mdb-lock") && exists_in(emu, "B/registry.mdb-lock"));
+	ck_assert(exists_in(tu_emu, "A/registry.mdb-lock") && exists_in(tu_emu, "B/registry.mdb-lock"));
 	ck_assert(!exists_in(pool, "registry.mdb-lock"));
 	tu_host_end(&a);
 	tu_host_end(&b);
@@ -727,7 +717,7 @@ START_TEST(test_forked_child_becomes_another_host)
 	ck_assert_int_eq(tu_host_do(&b, "ld super 64"), 0);
 	ck_assert_int_eq(tu_host_do(&b, "become A 64"), 0x21);
 	ck_assert_int_eq(tu_host_do(&a, "become C 64"), 0);
-	ck_assert(exists_in(emu, "C"));
+	ck_assert(exists_in(tu_emu, "C"));
 	ck_assert_int_eq(tu_host_do(&b, "become A 64 map"), -SIGABRT);
 	ck_assert_int_eq(tu_host_do(&b, "become A 64 fd"), -SIGABRT);
 	tu_host_end(&a);
@@ -741,7 +731,7 @@ hostemu_suite(void)
 	Suite *s = suite_create("hostemu");
 	TCase *tc = tcase_create("hosts");
 
-	tcase_add_checked_fixture(tc, hx_setup, hx_teardown);
+	tcase_add_checked_fixture(tc, hx_setup, tu_hosts_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_is_seen_after_flush_and_inval_only);
 	tcase_add_test(tc, test_processes_of_one_host_share_its_cache);

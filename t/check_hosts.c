@@ -172,32 +172,11 @@ host_cmd(char *line, char *out, size_t size)
 		snprintf(out, size, "! unknown command %s", cmd);
 		return;
 	}
-	if (rc)
-		snprintf(out, size, "! %s: %s: %s", cmd, mkv_strerror(rc), mkv_errormsg());
-	else
-		snprintf(out, size, "= %lld", done);
+	tu_host_answer(out, size, cmd, rc, done);
 }
 
 /* ===================================================================== */
 /* The test's side                                                       */
-
-static char *emu;
-
-static void
-hosts_setup(void)
-{
-	tu_setup();
-	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
-	ck_assert_int_eq(mkdir(emu, 0700), 0);
-}
-
-static void
-hosts_teardown(void)
-{
-	free(emu);
-	emu = NULL;
-	tu_teardown();
-}
 
 /*
  * Host @p name of a pool of coherence @p mode, with @p noise spontaneous
@@ -217,7 +196,7 @@ host_start_with(struct tu_host *h, const char *name, const char *mode, const cha
 	snprintf(nz, sizeof(nz), "HOSTEMU_NOISE=%s", noise);
 	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
 	snprintf(lg, sizeof(lg), "HOSTEMU_LAG=%s", lag);
-	tu_host_start(h, "check_hosts", name, emu, tu_path, env);
+	tu_host_start(h, "check_hosts", name, tu_emu, tu_path, env);
 	ck_assert_int_eq(tu_host_do(h, "open"), 0);
 }
 
@@ -600,7 +579,7 @@ hosts_suite(void)
 	Suite *s = suite_create("hosts");
 	TCase *tc = tcase_create("hosts");
 
-	tcase_add_checked_fixture(tc, hosts_setup, hosts_teardown);
+	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_three_hosts_share_a_noncoherent_pool);
 	tcase_add_test(tc, test_three_hosts_share_a_noncoherent_pool_with_noisy_caches);

@@ -177,32 +177,11 @@ host_cmd(char *line, char *out, size_t size)
 		snprintf(out, size, "! unknown command %s", cmd);
 		return;
 	}
-	if (rc)
-		snprintf(out, size, "! %s: %s: %s", cmd, mkv_strerror(rc), mkv_errormsg());
-	else
-		snprintf(out, size, "= %lld", done);
+	tu_host_answer(out, size, cmd, rc, done);
 }
 
 /* ===================================================================== */
 /* The test's side                                                       */
-
-static char *emu;
-
-static void
-sites_setup(void)
-{
-	tu_setup();
-	ck_assert(asprintf(&emu, "%s/emu", tu_dir) > 0);
-	ck_assert_int_eq(mkdir(emu, 0700), 0);
-}
-
-static void
-sites_teardown(void)
-{
-	free(emu);
-	emu = NULL;
-	tu_teardown();
-}
 
 /* Host @p name of a non-coherent pool, quiet caches; "open" with @p arg. */
 static void
@@ -213,7 +192,7 @@ host_start_with(struct tu_host *h, const char *name, const char *arg)
 
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
-	tu_host_start(h, "check_sites", name, emu, tu_path, env);
+	tu_host_start(h, "check_sites", name, tu_emu, tu_path, env);
 	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
 }
 
@@ -422,7 +401,7 @@ sites_suite(void)
 	Suite *s = suite_create("sites");
 	TCase *tc = tcase_create("sites");
 
-	tcase_add_checked_fixture(tc, sites_setup, sites_teardown);
+	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_a_bystander_reports_another_hosts_takeover);
 	tcase_add_test(tc, test_a_host_counts_the_nodes_that_joined_after_it);

@@ -816,6 +816,33 @@ tu_teardown(void)
 	tu_tmpdir_free(&tu_dir);
 }
 
+char *tu_emu;
+
+void
+tu_hosts_setup(void)
+{
+	tu_setup();
+	ck_assert(asprintf(&tu_emu, "%s/emu", tu_dir) > 0);
+	ck_assert_int_eq(mkdir(tu_emu, 0700), 0);
+}
+
+void
+tu_hosts_teardown(void)
+{
+	free(tu_emu);
+	tu_emu = NULL;
+	tu_teardown();
+}
+
+void
+tu_host_answer(char *out, size_t size, const char *cmd, int rc, long long done)
+{
+	if (rc)
+		snprintf(out, size, "! %s: %s: %s", cmd, mkv_strerror(rc), mkv_errormsg());
+	else
+		snprintf(out, size, "= %lld", done);
+}
+
 int
 tu_run_suite(Suite *s)
 {

@@ -335,6 +335,13 @@ long long tu_host_recv(struct tu_host *h);
 #define tu_host_do(h, ...) (tu_host_send((h), __VA_ARGS__), tu_host_recv(h))
 /** End the host's process (its stdin closed): it must exit 0 within 10 s. */
 void tu_host_end(struct tu_host *h);
+/** The emulator's directory of a test of hosts, <tu_dir>/emu (tu_hosts_setup()). */
+extern char *tu_emu;
+/** Check fixtures: tu_setup() and tu_emu made; both undone. */
+void tu_hosts_setup(void);
+void tu_hosts_teardown(void);
+/** A host's answer to command @p cmd: "= done", or "! cmd: error: message" if @p rc. */
+void tu_host_answer(char *out, size_t size, const char *cmd, int rc, long long done);
 /** The host's side: "= ready", then cmd() for each line until stdin ends; 0. */
 int tu_host_serve(void (*cmd)(char *line, char *out, size_t size));
 
