@@ -24,6 +24,32 @@
 #include "internal.h"
 
 /*
+ * A new holder, inside its write window: until the registry readers of
+ * other kernels are at its first snapshot (regsnap.c), the lease beating
+ * meanwhile, for a client timeout and a lease period at most: time enough
+ * to judge a dead reader dead and revoke its claim.
+ */
+static int
+readers_wait(struct mkv_pool *p)
+{
+	uint64_t now = mkv_clock_now(), end = now + p->client_timeout_ns + p->lease_period_ns;
+	uint64_t slice = 0;
+	int rc;
+
+	while ((rc = mkv_reg_readers_caught_up(p)) == -EAGAIN) {
+		if ((now = mkv_clock_now()) >= end)
+			return mkv_err(MKV_E_TIMEDOUT,
+					"pool %s: a reader on another host is still at a snapshot older than this holder's first",
+					p->path);
+		if (now - p->h.last_renew_ns >= p->lease_period_ns / 4 && (rc = mkv_lease_beat(p)))
+			return rc;
+		slice = mkv_rq_poll_next(p, slice);
+		mkv_clock_sleep(slice);
+	}
+	return rc;
+}
+
+/*
  * Take the lease if it may be taken, and become the holder: rebuild the
  * page table, then serve.  Called with h.lock held.  0 when this handle
  * holds the lease, -EAGAIN when somebody else holds it or is taking it.
@@ -39,7 +65,8 @@ mkv_holder_take(struct mkv_pool *p)
 		return rc;
 	mkv_reg_readers_watch(p);
 	if (!(rc = mkv_lease_writers_wait(p)) && !(rc = mkv_lease_write_begin(p))) {
-		rc = mkv_recover(p);
+		if (!(rc = readers_wait(p)))
+			rc = mkv_recover(p);
 		mkv_lease_write_end(p);
 	}
 	if (rc) {

@@ -327,6 +327,7 @@ void mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *txn);
 void mkv_reg_snap_idle(struct mkv_pool *p);
 void mkv_reg_floor_drop(struct mkv_pool *p);
 void mkv_reg_readers_watch(struct mkv_pool *p);
+int mkv_reg_readers_caught_up(struct mkv_pool *p);
 uint64_t mkv_reg_txn_id(struct mkv_txn *txn);
 uint64_t mkv_reg_last_txn(struct mkv_pool *p);
 uint64_t mkv_reg_used(struct mkv_pool *p);

@@ -27,6 +27,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+
 #include "registry.h"
 
 /* Tries at publishing a snapshot before a reader gives up: commits outran it. */
@@ -200,47 +202,88 @@ mkv_reg_readers_watch(struct mkv_pool *p)
 }
 
 /*
+ * A holder's txns, with ours under held_lock: after the lease changed
+ * hands, only the newest snapshot, and readers of other kernels still to
+ * be seen at it or later.
+ */
+static int
+floor_start(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+	int rc;
+
+	if (r->held_gen != p->h.generation) {
+		held_drop(r, 0);
+		r->held_gen = p->h.generation;
+	}
+	if (r->nheld)
+		return 0;
+	r->held[0] = NULL;
+	if ((rc = mkv_reg_rtxn_start(p, &r->held[0])))
+		return rc;
+	r->held_id[0] = mdb_txn_id(r->held[0]);
+	r->nheld = 1;
+	r->held_wait = true;
+	return 0;
+}
+
+/* With held_lock: whether every live reader of another kernel is at our first snapshot or later. */
+static bool
+floor_caught_up(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+
+	if (r->held_wait && oldest_reader(p, r->held_id[0]) < r->held_id[0])
+		return false;
+	r->held_wait = false;
+	return true;
+}
+
+/*
+ * A new holder, inside its write window and before its first write: 0
+ * once every live reader of another kernel is at its first snapshot or
+ * later (a dead one's claim revoked), -EAGAIN while one lags (its caller
+ * waits, beating the lease), or the error.
+ */
+int
+mkv_reg_readers_caught_up(struct mkv_pool *p)
+{
+	struct mkv_registry *r = p->reg;
+	int rc;
+
+	if (!r->shadow)
+		return 0;
+	pthread_mutex_lock(&r->held_lock);
+	if (!(rc = floor_start(p)) && !floor_caught_up(p))
+		rc = -EAGAIN;
+	pthread_mutex_unlock(&r->held_lock);
+	return rc;
+}
+
+/*
  * Before a write txn (the holder, super's flock held): let go of what no
- * reader needs; a new holder first waits until every live reader is at its
- * first snapshot or later (a client timeout and a lease period at most,
- * time enough to judge a dead reader dead and revoke its claim; then
- * MKV_E_TIMEDOUT).
+ * reader needs.  A new holder has waited for the readers as it took the
+ * lease (mkv_reg_readers_caught_up()); one still lagging here is
+ * MKV_E_TIMEDOUT, and the writes wait for a later try.
  */
 int
 mkv_reg_floor(struct mkv_pool *p)
 {
 	struct mkv_registry *r = p->reg;
-	uint64_t end, slice = 0, min;
-	int rc = 0;
+	uint64_t min;
+	int rc;
 
 	if (!r->shadow)
 		return 0;
 	pthread_mutex_lock(&r->held_lock);
-	if (r->held_gen != p->h.generation) {
-		held_drop(r, 0);
-		r->held_gen = p->h.generation;
+	if ((rc = floor_start(p)))
+		goto out;
+	if (!floor_caught_up(p)) {
+		rc = mkv_err(MKV_E_TIMEDOUT,
+				"pool %s: a reader on another host is still at a snapshot older than this holder's first",
+				p->path);
+		goto out;
 	}
-	if (r->nheld == 0) {
-		r->held[0] = NULL;
-		if ((rc = mkv_reg_rtxn_start(p, &r->held[0])))
-			goto out;
-		r->held_id[0] = mdb_txn_id(r->held[0]);
-		r->nheld = 1;
-		r->held_wait = true;
-	}
-	/* long enough to see a dead reader's heartbeat stand still, and revoke it */
-	end = mkv_clock_now() + p->client_timeout_ns + p->lease_period_ns;
-	while (r->held_wait && oldest_reader(p, r->held_id[0]) < r->held_id[0]) {
-		if (mkv_clock_now() >= end) {
-			rc = mkv_err(MKV_E_TIMEDOUT,
-					"pool %s: a reader on another host is still at a snapshot older than this holder's first",
-					p->path);
-			goto out;
-		}
-		slice = mkv_rq_poll_next(p, slice);
-		mkv_clock_sleep(slice);
-	}
-	r->held_wait = false;
 	/* the slots are read at most once a millisecond; when all txns are taken, a commit's replaces the newest */
 	if (r->nheld > 1 && mkv_clock_now() - r->held_scan_ns >= 1000000) {
 		unsigned keep = 0;
