@@ -516,9 +516,9 @@ mkv_lease_write_end(struct mkv_pool *p)
 
 /*
  * Whether node j announces a write window of a holder older than us, on
- * another kernel, that may still be writing: not if it lost its slot or is
- * dead by its client heartbeat (after the client timeout: see CLIENTS in
- * marukv(7)).  A holder on our own kernel is fenced exactly without the
+ * another kernel, that may still be writing: not if it lost its slot (its
+ * claim given up or revoked) or is dead by its client heartbeat (after the
+ * client timeout: see CLIENTS in marukv(7)).  A holder on our own kernel is fenced exactly without the
  * window: it writes the registry under flock() of super and LMDB's write
  * mutex, which this host shares, after checking its token there, and the
  * page table by compare-and-swap, which is exact here.
@@ -535,8 +535,8 @@ older_writer(struct mkv_pool *p, uint32_t j)
 	owner = PEEK(n->write_owner);
 	slot = PEEK(n->write_slot);
 	return gen != 0 && gen < p->h.generation && slot < p->sb->max_clients &&
-		LOAD(p->slots[slot].owner) == owner && !mkv_client_local(p, slot, owner) &&
-		!mkv_client_dead(p, slot, owner);
+		LOAD(p->slots[slot].owner) == owner && mkv_client_claimed(p, slot, owner) &&
+		!mkv_client_local(p, slot, owner) && !mkv_client_dead(p, slot, owner);
 }
 
 /*
