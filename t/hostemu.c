@@ -22,8 +22,10 @@
  *   HOSTEMU_SKIP   a site whose calls do nothing, to show that a test notices
  *   HOSTEMU_SITES  a file to which each site seen is appended, one a line
  *                  (once per process; the reader removes duplicates)
- *   HOSTEMU_STOP   a site prefix: the first call from a site that starts with
- *                  it stops the process (SIGSTOP) before it does its work;
+ *   HOSTEMU_STOP   part of a site's name: the first call from a site whose
+ *                  name holds it (a build elsewhere than the sources names
+ *                  them "../src/get.c:20") stops the process (SIGSTOP) before
+ *                  it does its work;
  *                  once continued, every line of its mappings is refreshed,
  *                  as if its host's caches had dropped all while it was
  *                  stopped (a reader paused at a chosen point)
@@ -834,7 +836,7 @@ he_range(const void *addr, size_t len, const char *site, enum he_op op)
 	he_site(site);
 	if (he.skip != NULL && strcmp(site, he.skip) == 0)
 		return;
-	if (he.stop != NULL && strncmp(site, he.stop, strlen(he.stop)) == 0 &&
+	if (he.stop != NULL && strstr(site, he.stop) != NULL &&
 	    !__atomic_exchange_n(&he.stopped, 1, __ATOMIC_SEQ_CST))
 		he_stop();
 	pthread_mutex_lock(&he_mu);
