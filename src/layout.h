@@ -42,7 +42,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 9U
+#define MKV_FORMAT_VERSION 10U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -141,9 +141,19 @@ struct mkv_node {
 	uint32_t write_slot;   /* and slot */
 	uint32_t doorbell;     /* non-coherent pools: this node's clients ring it (ring.c) */
 	uint64_t reserved[3];
+	/*
+	 * third and fourth lines: the splitter through which a free entry is
+	 * taken between hosts (lease.c node_split()), written by any node
+	 * taking it and cleared by the holder that frees it
+	 */
+	uint64_t race;         /* the last node id to enter */
+	uint64_t reserved1[7];
+	uint64_t door;         /* nonzero: closed, by the node id written */
+	uint64_t reserved2[7];
 };
 static_assert(offsetof(struct mkv_node, lease_beat) == MKV_CACHELINE, "the holder's line");
-static_assert(sizeof(struct mkv_node) == 2 * MKV_CACHELINE, "two cachelines");
+static_assert(offsetof(struct mkv_node, race) == 2 * MKV_CACHELINE, "the splitter's lines");
+static_assert(sizeof(struct mkv_node) == 4 * MKV_CACHELINE, "four cachelines");
 
 /*
  * A client slot.  owner packs the claim: (incarnation << 32) | pid, pid 0

@@ -165,6 +165,9 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		struct mkv_node *n = &p->nodes[i];
 		uint64_t id = LOAD(n->id);
 
+		/* a free entry whose splitter's door closed on no winner */
+		if (id == 0 && p->noncoherent)
+			id = LOAD(n->door);
 		if (id == 0 || id == p->node || node_in_use(p, i, id)) {
 			p->node_watch[i].since = 0;
 			continue;
@@ -176,7 +179,12 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		STORE(n->number, 0);
 		STORE(n->choosing, 0);
 		memset(n->name, 0, sizeof(n->name));
-		mkv_share_persist(p, n, sizeof(*n));
+		mkv_share_persist(p, n, MKV_CACHELINE);
+		/* the door opens last: the entry is free by then */
+		STORE(n->race, 0);
+		mkv_share_persist(p, &n->race, sizeof(n->race));
+		STORE(n->door, 0);
+		mkv_share_persist(p, &n->door, sizeof(n->door));
 		freed++;
 	}
 	if (freed)
@@ -200,24 +208,48 @@ node_touch(struct mkv_pool *p)
 	return 0;
 }
 
+/*
+ * Between hosts, a free entry is taken through Moir and Anderson's
+ * splitter on two lines of its own: of the nodes that go through it at
+ * once, at most one comes out holding the entry, whatever the timing, with
+ * no atomic operation: only loads after an invalidation and stores written
+ * back before the next step (mkv_share_persist() waits for the write-back),
+ * which is sequential consistency for these two words.  A node that stops
+ * at neither test is alone since the door closed.  The others try the next
+ * entry; an entry whose door closed with no node in it (every node that
+ * entered lost, or the winner died before it wrote its id) the holder
+ * frees after a client timeout like any unused one.
+ */
+static bool
+node_split(struct mkv_pool *p, struct mkv_node *n)
+{
+	/* the two steps a test stops a node at by name (t/check_hosts.c) */
+	mkv_share_inval_at(p, &n->door, sizeof(n->door), __FILE__ ":node_split_enter");
+	if (PEEK(n->door))
+		return false;
+	STORE(n->race, p->node);
+	mkv_share_persist(p, &n->race, sizeof(n->race));
+	if (LOAD(n->door))
+		return false;
+	STORE(n->door, p->node);
+	mkv_share_persist_at(p, &n->door, sizeof(n->door), __FILE__ ":node_split_close");
+	return LOAD(n->race) == p->node;
+}
+
 static bool
 node_claim(struct mkv_pool *p)
 {
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 
-		if (LOAD(n->id) != 0)
+		if (LOAD(n->id) != 0 || (p->noncoherent && !node_split(p, n)))
 			continue;
 		memset(n->name, 0, sizeof(n->name));
 		memcpy(n->name, p->node_name, strlen(p->node_name));
 		STORE(n->id, p->node);
-		mkv_share_persist(p, n, sizeof(*n));
-		usleep(1000);
-		mkv_share_inval(p, n, MKV_CACHELINE);
-		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
-			p->node_idx = i;
-			return true;
-		}
+		mkv_share_persist(p, n, MKV_CACHELINE);
+		p->node_idx = i;
+		return true;
 	}
 	return false;
 }
@@ -225,11 +257,11 @@ node_claim(struct mkv_pool *p)
 /*
  * Find this node's entry in the node table, or claim a free one, freeing
  * dead nodes' entries if none is free.  Called with the pool directory
- * locked (which serialises claims on one host), after the client slot is
+ * locked, which serialises claims on one host, after the client slot is
  * claimed in a coherent pool, before it in a non-coherent one (whose slots
- * belong to node entries); between hosts a claim is written, flushed and
- * read back after a pause, and given up if another node wrote over it.  A
- * read-only handle claims one only in a non-coherent pool, for its slot.
+ * belong to node entries); between hosts claims go through each entry's
+ * splitter (node_split()).  A read-only handle claims one only in a
+ * non-coherent pool, for its slot.
  */
 int
 mkv_lease_node_attach(struct mkv_pool *p)

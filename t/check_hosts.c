@@ -184,7 +184,7 @@ host_cmd(char *line, char *out, size_t size)
  * variable of the environment @p extra (or NULL).
  */
 static void
-host_start_with(struct tu_host *h, const char *name, const char *mode, const char *noise,
+host_launch(struct tu_host *h, const char *name, const char *mode, const char *noise,
 		const char *lag, const char *extra)
 {
 	char node[32], boot[32], coh[32], nz[32], seed[32], lg[32];
@@ -197,6 +197,14 @@ host_start_with(struct tu_host *h, const char *name, const char *mode, const cha
 	snprintf(seed, sizeof(seed), "HOSTEMU_SEED=%u", (unsigned)getpid());
 	snprintf(lg, sizeof(lg), "HOSTEMU_LAG=%s", lag);
 	tu_host_start(h, "check_hosts", name, tu_emu, tu_path, env);
+}
+
+/* host_launch(), and the pool opened there */
+static void
+host_start_with(struct tu_host *h, const char *name, const char *mode, const char *noise,
+		const char *lag, const char *extra)
+{
+	host_launch(h, name, mode, noise, lag, extra);
 	ck_assert_int_eq(tu_host_do(h, "open"), 0);
 }
 
@@ -472,6 +480,52 @@ START_TEST(test_hosts_opening_many_clients_at_once_never_share_a_slot)
 }
 END_TEST
 
+/*
+ * Two hosts take the same free node entry at once: h2 has read it free and
+ * is stopped, in its entry's splitter, first before it looks at the door
+ * (when h3 goes through, the door is closed when h2 goes on), then once it
+ * closed the door in its own cache only (h3 finds it open and closes it
+ * too, but entered last, so h2 loses at its last look).  Either way each
+ * host has an entry of its own: three nodes, every client named after its
+ * host.  Without the splitter both hosts would take the entry (and the
+ * same range of slots); without its last look, both would win in the
+ * second case.
+ */
+START_TEST(test_hosts_taking_one_free_node_entry_at_once_get_one_each)
+{
+	const char *stops[] = { "HOSTEMU_STOP=:node_split_enter", "HOSTEMU_STOP=:node_split_close" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct tu_host h1, h2, h3;
+
+		host_start(&h1, "h1", "noncoherent", "0");
+		host_launch(&h2, "h2", "noncoherent", "0", "0", stops[i]);
+		tu_host_send(&h2, "open");
+		ck_assert_int_eq(tu_wait_stopped(h2.pid, 30), 0);
+		host_start(&h3, "h3", "noncoherent", "0");
+		ck_assert_int_eq(kill(h2.pid, SIGCONT), 0);
+		ck_assert_int_eq(tu_host_recv(&h2), 0);
+		ck_assert_int_eq(tu_host_do(&h1, "nodes"), 3);
+		ck_assert_int_eq(tu_host_do(&h2, "many 2"), 2);
+		ck_assert_int_eq(tu_host_do(&h3, "many 2"), 2);
+		ck_assert_int_eq(tu_host_do(&h2, "mine"), 1);
+		ck_assert_int_eq(tu_host_do(&h3, "mine"), 1);
+		ck_assert_int_eq(tu_host_do(&h3, "put a 0 %u", KEYS), KEYS);
+		ck_assert_int_eq(tu_host_do(&h2, "check a 0 %u", KEYS), KEYS);
+		ck_assert_int_eq(tu_host_do(&h1, "clients"), 7);
+		ck_assert_int_eq(tu_host_do(&h3, "close"), 0);
+		ck_assert_int_eq(tu_host_do(&h2, "close"), 0);
+		ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
+		tu_host_end(&h3);
+		tu_host_end(&h2);
+		tu_host_end(&h1);
+		/* a new pool, with its node table empty again */
+		tu_hosts_teardown();
+		tu_hosts_setup();
+	}
+}
+END_TEST
+
 /* Ask @p h for @p what until it answers @p want, for 20 client timeouts at most. */
 static void
 host_await(struct tu_host *h, const char *what, long long want)
@@ -590,6 +644,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_a_second_process_of_a_host_opens_behind_other_hosts_commits);
 	tcase_add_test(tc, test_a_reader_stopped_in_a_txn_keeps_its_snapshot_across_hosts);
 	tcase_add_test(tc, test_hosts_opening_many_clients_at_once_never_share_a_slot);
+	tcase_add_test(tc, test_hosts_taking_one_free_node_entry_at_once_get_one_each);
 	tcase_add_test(tc, test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused);
 	tcase_add_test(tc, test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost);
 	suite_add_tcase(s, tc);

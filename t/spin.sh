@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml),
-# the write window between hosts without coherence (t/window.pml) and the
-# registry snapshots kept from reuse between such hosts (t/regsnap.pml).
+# the write window between hosts without coherence (t/window.pml), the
+# registry snapshots kept from reuse between such hosts (t/regsnap.pml)
+# and the splitter through which such hosts take node entries
+# (t/split.pml).
 #
 # Run by `make check` from the top of the build tree, with $srcdir set by
 # automake's harness.  Each configuration is verified exhaustively with spin
@@ -17,6 +19,7 @@ set -u
 model=${srcdir:-.}/t/lease.pml
 window=${srcdir:-.}/t/window.pml
 regsnap=${srcdir:-.}/t/regsnap.pml
+split=${srcdir:-.}/t/split.pml
 pass=0
 fail=0
 
@@ -31,7 +34,7 @@ for tool in spin cc; do
 		exit 77
 	fi
 done
-for f in "$model" "$window" "$regsnap"; do
+for f in "$model" "$window" "$regsnap" "$split"; do
 	if [ ! -r "$f" ]; then
 		echo "spin.sh: $f not readable" >&2
 		exit 99
@@ -40,6 +43,7 @@ done
 case $model in /*) ;; *) model=$(pwd)/$model ;; esac
 case $window in /*) ;; *) window=$(pwd)/$window ;; esac
 case $regsnap in /*) ;; *) regsnap=$(pwd)/$regsnap ;; esac
+case $split in /*) ;; *) split=$(pwd)/$split ;; esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/marukv-spin.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -166,6 +170,25 @@ expect_fail regsnap_NO_INVAL_NEWEST "mutant whose reader checks newest in its ca
 	'assertion violated (t>=reused_below)'
 expect_fail regsnap_NO_WAIT "mutant whose new holder does not wait for readers breaks it" \
 	'assertion violated (t>=reused_below)'
+
+# Node entries taken between hosts: at most one node through a splitter;
+# each step left out breaks it.
+model=$split
+verify split3 -DN=3
+verify split1 -DN=1
+for m in NO_DOOR2 NO_RACE NO_WB_RACE NO_INVAL_RACE; do
+	verify "split_$m" -DN=2 "-DBROKEN_$m"
+done
+expect_pass split3 "node entry splitter, three hosts, noisy caches: at most one takes the entry"
+expect_pass split1 "node entry splitter, one host alone: it takes the entry"
+expect_fail split_NO_DOOR2 "mutant without the second look at the door breaks it" \
+	'assertion violated (won<=1)'
+expect_fail split_NO_RACE "mutant without the last look at race breaks it" \
+	'assertion violated (won<=1)'
+expect_fail split_NO_WB_RACE "mutant that does not write race back breaks it" \
+	'assertion violated (won<=1)'
+expect_fail split_NO_INVAL_RACE "mutant that reads race from its cache breaks it" \
+	'assertion violated (won<=1)'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
