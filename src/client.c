@@ -188,7 +188,7 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 {
 	struct mkv_slot *s = &p->slots[i];
 	uint32_t inc = MKV_SLOT_INC(expect) + 1;
-	uint64_t owner = MKV_SLOT_OWNER(inc, p->pid);
+	uint64_t owner = MKV_SLOT_OWNER(inc, p->pid), began = mkv_clock_now();
 
 	if (mkv_lock_super(p, i, F_WRLCK))
 		return false;
@@ -196,6 +196,12 @@ slot_claim(struct mkv_pool *p, uint32_t i, uint64_t expect)
 		mkv_lock_super(p, i, F_UNLCK);
 		return false;
 	}
+	/*
+	 * A new incarnation: no revocation judged before it can name it, so
+	 * the claim counts as a beat that ends a chain (mkv_client_known()).
+	 */
+	p->beat_began_ns = began;
+	p->beat_chain = 2;
 	/* the counters carry on from the slot's last owner */
 	mkv_share_inval(p, &s->beat, MKV_CACHELINE);
 	__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
@@ -271,7 +277,7 @@ mkv_client_check(const struct mkv_pool *p, const char *fn)
 {
 	int rc = mkv_client_usable(p, fn);
 
-	if (!rc && !mkv_client_alive(p))
+	if (!rc && !mkv_client_known(p) && !mkv_client_alive(p))
 		rc = expired(p, fn);
 	return rc;
 }
@@ -290,17 +296,21 @@ mkv_client_usable(const struct mkv_pool *p, const char *fn)
 }
 
 /*
- * The second half, right after mkv_reg_rtxn(), which invalidated the
- * lines of our owner and revoked words together with the registry's metas
- * (one wait for memory instead of two): the words are read as they are,
- * as mkv_client_alive() reads them.
+ * The second half, after mkv_reg_rtxn(): the claim, unless it is known
+ * to stand (mkv_client_known()), read as mkv_client_alive() reads it, with
+ * the lines of its two words invalidated together (one wait for memory
+ * instead of two).
  */
 int
 mkv_client_check_fresh(const struct mkv_pool *p, const char *fn)
 {
 	const struct mkv_slot *s = &p->slots[p->slot];
+	const void *lines[2] = { &s->owner, &s->revoked };
 	uint64_t owner = mkv_client_owner(p);
 
+	if (mkv_client_known(p))
+		return 0;
+	mkv_share_inval_n(p, lines, 2, sizeof(uint64_t));
 	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner ||
 	    __atomic_load_n(&s->revoked, __ATOMIC_SEQ_CST) == MKV_SLOT_INC(owner))
 		return expired(p, fn);
@@ -318,20 +328,56 @@ mkv_client_writable(const struct mkv_pool *p, const char *fn)
 	return rc;
 }
 
+/*
+ * Non-coherent pools: whether our claim is known to stand without a look
+ * at it, which costs an invalidation of two lines.  A claim is revoked
+ * only after the holder saw its beat stand still for the client timeout T
+ * by its clock, and it takes a beat for standing still from no earlier
+ * than the beat was stored.  So while each beat ends less than T after
+ * the one before it began, no beat can be judged to have stood still
+ * before the next one shows, and the newest one not before T after it
+ * began.  mkv_client_beat() reads our claim first, and takes it as
+ * standing until half of T after the beat began (the other half for the
+ * rates of the hosts' clocks), once two gaps in a row were below half of
+ * T.  Only a revocation judged before that chain began (we were stopped
+ * for T) and landing more than a beat's period after its judgement (the
+ * holder stopped between the two steps of one pass) escapes this; a look
+ * at the claim before each call misses such a revocation as well, and
+ * with less delay.  Our own clock runs on while we are stopped, so a stop
+ * of half of T or more ends the knowing.
+ */
+bool
+mkv_client_known(const struct mkv_pool *p)
+{
+	return p->noncoherent &&
+		mkv_clock_now() < __atomic_load_n(&p->claim_until, __ATOMIC_ACQUIRE);
+}
+
 /* Advance our heartbeat, for the nodes that cannot see our process. */
 void
 mkv_client_beat(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
+	uint64_t began = mkv_clock_now(), last = p->beat_began_ns;
 
 	/* a slot taken away from us is somebody else's now */
-	if (!mkv_client_alive(p))
+	if (!mkv_client_alive(p)) {
+		__atomic_store_n(&p->claim_until, 0, __ATOMIC_RELEASE);
 		return;
+	}
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->beat_wall_ns, mkv_clock_wall(), __ATOMIC_RELAXED);
 	/* the whole line: the lookup counters beside the beat go out with it */
 	mkv_share_persist(p, &s->beat, MKV_CACHELINE);
+	if (!p->noncoherent)
+		return;
+	p->beat_began_ns = began;
+	p->beat_chain = last && mkv_clock_now() - last < p->client_timeout_ns / 2 ?
+			p->beat_chain + 1 : 0;
+	if (p->beat_chain >= 2)
+		__atomic_store_n(&p->claim_until, began + p->client_timeout_ns / 2,
+				__ATOMIC_RELEASE);
 }
 
 /* Count a lookup in our slot; the counters outlive the slot's owners. */

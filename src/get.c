@@ -55,7 +55,7 @@ still_alive(struct mkv_pool *p, struct mkv_view *views, size_t n)
 {
 	uint64_t txn;
 
-	if (mkv_client_alive(p))
+	if (mkv_client_known(p) || mkv_client_alive(p))
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (views[i].data)
@@ -81,7 +81,7 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 	epoch = mkv_epoch_enter(pool, 1);
 	if (!epoch)
 		return MKV_E_NOMEM;
-	if ((rc = mkv_reg_rtxn(pool, &txn)) == 0) {
+	if ((rc = mkv_reg_rtxn_fresh(pool, &txn)) == 0) {
 		rc = mkv_reg_lookup(pool, txn, key, klen, &e);
 		mkv_reg_rtxn_done(pool, txn);
 	}
@@ -186,7 +186,7 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 	epoch = mkv_epoch_enter(pool, n);
 	if (!epoch)
 		return MKV_E_NOMEM;
-	if ((rc = mkv_reg_rtxn(pool, &txn)) == 0) {
+	if ((rc = mkv_reg_rtxn_fresh(pool, &txn)) == 0) {
 		for (i = 0; i < n; i++) {
 			rc = mkv_reg_lookup(pool, txn, keys[i].data, keys[i].len, &e);
 			if (rc == MKV_E_NOTFOUND) {

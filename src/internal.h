@@ -178,6 +178,14 @@ struct mkv_pool {
 	uint32_t slot;            /* our client slot */
 	uint32_t pid;             /* our process, as the slot and the lease record name it */
 	uint32_t incarnation;     /* of our claim on it */
+	/*
+	 * non-coherent pools: until when (mkv_clock_now()) our claim is known
+	 * to stand without a look at it, when our last beat began, and how
+	 * many gaps between beats in a row were short (mkv_client_beat())
+	 */
+	uint64_t claim_until;
+	uint64_t beat_began_ns;
+	unsigned beat_chain;
 	uint64_t boot;            /* our kernel's boot id, hashed (mkv_client_boot_id()) */
 	bool noncoherent;         /* the pool's memory is not coherent between hosts */
 	const struct mkv_cache_hooks *cache_hooks;  /* a host emulator's, else NULL */
@@ -323,6 +331,7 @@ void mkv_reg_table_name(char name[MKV_TABLE_NAME_LEN + 1], const char *table);
 int mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn);
 int mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit);
 int mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn);
+int mkv_reg_rtxn_fresh(struct mkv_pool *p, struct mkv_txn **txn);
 void mkv_reg_rtxn_done(struct mkv_pool *p, struct mkv_txn *txn);
 void mkv_reg_snap_idle(struct mkv_pool *p);
 void mkv_reg_floor_drop(struct mkv_pool *p);
@@ -384,6 +393,7 @@ bool mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner);
 bool mkv_client_alive(const struct mkv_pool *p);
+bool mkv_client_known(const struct mkv_pool *p);
 int mkv_client_usable(const struct mkv_pool *p, const char *fn);
 int mkv_client_check_fresh(const struct mkv_pool *p, const char *fn);
 int mkv_client_check(const struct mkv_pool *p, const char *fn);

@@ -408,7 +408,7 @@ first_txn(struct mkv_pool *p, const struct mkv_super *sb)
 	int rc;
 
 	if (mkv_reg_snap_on(p))
-		rc = mkv_reg_snap_enter(p, &txn);
+		rc = mkv_reg_snap_enter(p, &txn, false);
 	else {
 		mkv_reg_fresh_metas(p);
 		rc = mkv_reg_rtxn_start(p, &txn);

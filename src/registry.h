@@ -98,7 +98,7 @@ int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *
 int mkv_reg_snap_init(struct mkv_pool *p);
 void mkv_reg_snap_fini(struct mkv_pool *p);
 bool mkv_reg_snap_on(const struct mkv_pool *p);
-int mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t);
+int mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t, bool fresh);
 void mkv_reg_snap_leave(struct mkv_pool *p, uint64_t id);
 int mkv_reg_floor(struct mkv_pool *p);
 void mkv_reg_floor_add(struct mkv_pool *p);

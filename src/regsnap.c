@@ -85,10 +85,11 @@ snap_store(struct mkv_pool *p, uint64_t v)
 
 /*
  * Take a read txn (renew *t, a reset one, or begin one) at a snapshot our
- * slot protects.  0, or the error with *t aborted and NULL.
+ * slot protects; fresh: the metas were just made fresh (the first try
+ * needs no newer snapshot).  0, or the error with *t aborted and NULL.
  */
 int
-mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t)
+mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t, bool fresh)
 {
 	struct mkv_registry *r = p->reg;
 	uint64_t id = 0;
@@ -96,7 +97,8 @@ mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t)
 
 	pthread_mutex_lock(&r->snaps.lock);
 	for (unsigned tries = 0;; tries++) {
-		mkv_reg_fresh_metas(p);
+		if (tries || !fresh)
+			mkv_reg_fresh_metas(p);
 		if ((rc = mkv_reg_rtxn_start(p, t)))
 			break;
 		id = mdb_txn_id(*t);

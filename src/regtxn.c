@@ -143,7 +143,6 @@ mkv_reg_newest_meta(const struct mkv_pool *p)
 void
 mkv_reg_fresh_metas(struct mkv_pool *p)
 {
-	const struct mkv_slot *slot = p->slot != UINT32_MAX ? &p->slots[p->slot] : NULL;
 	uint64_t newest, seen;
 	unsigned next;
 
@@ -154,26 +153,15 @@ mkv_reg_fresh_metas(struct mkv_pool *p)
 	 * meta's id last.  Once both were invalidated whole at newest id
 	 * `seen`, the next commit, and any after it, shows first in the line
 	 * of meta ((seen + 1) & 1) holding its id: while that is older, the
-	 * metas are as they were.  With that line, the two words of our slot
-	 * that say whether our claim stands (owner, revoked), which
-	 * mkv_client_check_fresh() reads next: their reads wait for memory
-	 * together.
+	 * metas are as they were.
 	 */
 	seen = __atomic_load_n(&p->reg->metas_seen, __ATOMIC_ACQUIRE);
 	next = (unsigned)((seen + 1) & 1);
 	if (seen && p->reg->lock_txnid) {
-		const void *lines[3] = {
-			p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID,
-			slot ? (const void *)&slot->owner : NULL,
-			slot ? (const void *)&slot->revoked : NULL };
-
-		mkv_share_inval_n(p, lines, slot ? 3 : 1, sizeof(uint64_t));
+		mkv_share_inval(p, p->reg->shadow + next * p->reg->psize + MKV_REG_META_TXNID,
+				sizeof(uint64_t));
 		if (meta_txnid(p, next) <= seen)
 			goto lock;
-	} else if (slot) {
-		const void *lines[2] = { &slot->owner, &slot->revoked };
-
-		mkv_share_inval_n(p, lines, 2, sizeof(uint64_t));
 	}
 	{
 		const void *metas[2] = { p->reg->shadow, p->reg->shadow + p->reg->psize };
@@ -262,9 +250,13 @@ mkv_reg_rtxn_start(struct mkv_pool *p, MDB_txn **t)
 	return 0;
 }
 
-/* A read txn, renewed from the handle's cache when one is there. */
-int
-mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
+/*
+ * A read txn, renewed from the handle's cache when one is there; fresh:
+ * the caller has just made the metas fresh (mkv_reg_last_txn()), and any
+ * snapshot from then on will do.
+ */
+static int
+reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn, bool fresh)
 {
 	MDB_txn *t = __atomic_exchange_n(&p->reg->ready, NULL, __ATOMIC_ACQUIRE);
 	int rc;
@@ -276,9 +268,10 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 		pthread_mutex_unlock(&p->reg->lock);
 	}
 	if (mkv_reg_snap_on(p)) {
-		rc = mkv_reg_snap_enter(p, &t);
+		rc = mkv_reg_snap_enter(p, &t, fresh);
 	} else {
-		mkv_reg_fresh_metas(p);
+		if (!fresh)
+			mkv_reg_fresh_metas(p);
 		rc = mkv_reg_rtxn_start(p, &t);
 	}
 	if (rc)
@@ -286,6 +279,18 @@ mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
 	mkv_reg_fresh_snapshot(p, t);
 	*txn = reg_mkv_txn(t);
 	return 0;
+}
+
+int
+mkv_reg_rtxn(struct mkv_pool *p, struct mkv_txn **txn)
+{
+	return reg_rtxn(p, txn, false);
+}
+
+int
+mkv_reg_rtxn_fresh(struct mkv_pool *p, struct mkv_txn **txn)
+{
+	return reg_rtxn(p, txn, true);
 }
 
 /* A read txn back to the cache, reset. */

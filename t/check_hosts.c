@@ -99,6 +99,7 @@ host_batch(const char *prefix, long long from, long long n, int *rc)
  *   mine            1 if every slot in use with a pid of this process is
  *                   named after this host's node by mkv_pool_clients()
  *   try P FROM      the result of publishing P<FROM> (0 or an error code)
+ *   get P FROM      the result of mkv_get() of P<FROM>, its view released
  *   close           close the pool and the other handles
  */
 static void
@@ -112,6 +113,7 @@ host_cmd(char *line, char *out, size_t size)
 	long long from = 0, n = 0, done = 0;
 	struct mkv_client cl[CLIENTS];
 	struct mkv_verify v;
+	struct mkv_view view;
 	struct mkv_stat st;
 	size_t klen, len, ncl;
 	int rc = 0;
@@ -164,6 +166,10 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "try") == 0) {
 		klen = hkey(key, prefix, from, &len);
 		done = tu_put(hpool, key, klen, len);
+	} else if (strcmp(cmd, "get") == 0) {
+		klen = hkey(key, prefix, from, &len);
+		if ((done = mkv_get(hpool, key, klen, &view)) == 0)
+			mkv_release(hpool, &view);
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 		while (nmany)
@@ -581,6 +587,36 @@ START_TEST(test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused)
 END_TEST
 
 /*
+ * A reader on another host is stopped inside mkv_get(), its pin taken,
+ * past the client timeout: the holder revokes its claim, and when the
+ * reader goes on, the get says MKV_E_EXPIRED instead of handing out a view
+ * of pages the holder may have given away.  The reader knew its claim to
+ * stand without looking (mkv_client_known()) only until half a timeout
+ * after its last beat; whichever of its threads runs first after the stop,
+ * the get looks.
+ */
+START_TEST(test_a_reader_stopped_in_a_get_past_the_client_timeout_gets_no_view)
+{
+	for (unsigned round = 0; round < 3; round++) {
+		struct tu_host h1, h2;
+
+		host_start(&h1, "h1", "noncoherent", "0");
+		ck_assert_int_eq(tu_host_do(&h1, "put a%u 0 1", round), 1);
+		host_start_with(&h2, "h2", "noncoherent", "0", "0", "HOSTEMU_STOP=src/get.c:");
+		tu_host_send(&h2, "get a%u 0", round);
+		ck_assert_int_eq(tu_wait_stopped(h2.pid, 30), 0);
+		host_await(&h1, "clients", 1);
+		ck_assert_int_eq(kill(h2.pid, SIGCONT), 0);
+		ck_assert_int_eq(tu_host_recv(&h2), MKV_E_EXPIRED);
+		ck_assert_int_eq(tu_host_do(&h2, "close"), 0);
+		ck_assert_int_eq(tu_host_do(&h1, "close"), 0);
+		tu_host_end(&h2);
+		tu_host_end(&h1);
+	}
+}
+END_TEST
+
+/*
  * The holder's host is stopped past the client timeout: another host takes
  * the lease, revokes the stopped host's claims and frees its node entry,
  * which a new host then takes, with the slot of its first handle.  When
@@ -647,6 +683,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_hosts_taking_one_free_node_entry_at_once_get_one_each);
 	tcase_add_test(tc, test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused);
 	tcase_add_test(tc, test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost);
+	tcase_add_test(tc, test_a_reader_stopped_in_a_get_past_the_client_timeout_gets_no_view);
 	suite_add_tcase(s, tc);
 	return s;
 }
