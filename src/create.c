@@ -167,10 +167,13 @@ registry_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv
 		return rc;
 	made->registry = true;
 	close(fd);
-	if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
-		return rc;
-	made->lock = true;
-	close(fd);
+	/* a non-coherent pool's lock file is each host's (lockdir.c) */
+	if (sb->coherence == MKV_COHERENT) {
+		if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
+			return rc;
+		made->lock = true;
+		close(fd);
+	}
 	return mkv_reg_create(p, sb, opts);
 }
 
