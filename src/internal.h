@@ -266,7 +266,7 @@ int mkv_file_open_data(struct mkv_pool *p, int flags);
 
 /* lockdir.c: a non-coherent pool's LMDB lock file, in a directory of this host's */
 int mkv_lockdir_open(struct mkv_pool *p, const uint8_t uuid[16], int *fd);
-void mkv_lockdir_remove(struct mkv_pool *p, const uint8_t uuid[16], int fd);
+void mkv_lockdir_remove(struct mkv_pool *p, const uint8_t uuid[16]);
 
 /* lock.c: flock() until a deadline; byte locks on super */
 int mkv_lock_until(int fd, int how, uint64_t deadline);

@@ -210,18 +210,24 @@ out:
 
 /*
  * Remove this host's lock directory of a pool whose creation failed: its
- * uuid will never name a pool.  Only what this library puts there goes;
+ * uuid will never name a pool.  Only what this library puts there goes,
+ * by the descriptor of the directory opened without following a link;
  * anything else keeps the directory.
  */
 void
-mkv_lockdir_remove(struct mkv_pool *p, const uint8_t uuid[16], int fd)
+mkv_lockdir_remove(struct mkv_pool *p, const uint8_t uuid[16])
 {
 	char *path;
+	int fd;
 
-	if (fd < 0 || lockdir_path(p, uuid, &path))
+	if (lockdir_path(p, uuid, &path))
 		return;
-	unlinkat(fd, MKV_FILE_LOCK, 0);
-	unlinkat(fd, MKV_FILE_REGISTRY, 0);
-	rmdir(path);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		unlinkat(fd, MKV_FILE_LOCK, 0);
+		unlinkat(fd, MKV_FILE_REGISTRY, 0);
+		close(fd);
+		rmdir(path);
+	}
 	free(path);
 }

@@ -206,8 +206,6 @@ mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_
 out:
 	if (txn)
 		mdb_txn_abort(txn);
-	if (rc)
-		mkv_lockdir_remove(p, sb->uuid, p->reg->lockdir_fd);
 	mkv_reg_close(p);
 	free(file);
 	return rc;
