@@ -1022,7 +1022,7 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 	struct mkv_stat st;
 	struct mkv_verify vr;
 	struct mkv_pool *pool;
-	char bad[512] = "", *dir, *reg;
+	char bad[512] = "", *reg;
 	double t0, slowest = 0;
 	int rc;
 
@@ -1032,11 +1032,7 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 
 		TU_OK(tu_put(pool, key, (size_t)snprintf(key, sizeof(key), "k%u", i), PAGE));
 	}
-	dir = tu_coherence() == MKV_NONCOHERENT ? tu_lockdir(getenv("MARUKV_LOCK_DIR"), pool) :
-			strdup(tu_path);
-	ck_assert_ptr_nonnull(dir);
-	ck_assert_int_gt(asprintf(&reg, "%s/registry.mdb", dir), 0);
-	free(dir);
+	reg = tu_registry_name(pool);
 	tu_child_start(&c, snapshot_holder, reg);
 	tu_child_expect(&c, "the reader", 's', BOUND);
 	/* each commit now takes fresh pages: 1 MiB of registry lasts ~100 */

@@ -205,6 +205,21 @@ tu_lockdir(const char *base, struct mkv_pool *pool)
 	return path;
 }
 
+char *
+tu_registry_name(struct mkv_pool *pool)
+{
+	struct mkv_stat st;
+	char *dir, *name;
+
+	tu_stat(pool, &st);
+	dir = st.coherence == MKV_NONCOHERENT ? tu_lockdir(getenv("MARUKV_LOCK_DIR"), pool) :
+			strdup(mkv_pool_path(pool));
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_int_gt(asprintf(&name, "%s/registry.mdb", dir), 0);
+	free(dir);
+	return name;
+}
+
 /* ---- numbers and patterns ---- */
 
 uint64_t

@@ -73,6 +73,10 @@ int tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool);
 /** This host's lock directory of the open non-coherent @p pool when $MARUKV_LOCK_DIR is
  * @p base: <base>/marukv-<uuid> (marukv(7)); malloc'd. */
 char *tu_lockdir(const char *base, struct mkv_pool *pool);
+/** The name by which LMDB opens the open @p pool's registry beside the lock file the
+ * library uses: <pool>/registry.mdb, or a non-coherent pool's in its lock directory under
+ * $MARUKV_LOCK_DIR; malloc'd. */
+char *tu_registry_name(struct mkv_pool *pool);
 
 /* ---- deterministic numbers and patterns ---- */
 
