@@ -384,15 +384,17 @@ MKV_EXPORT const char *mkv_coherence_name(uint32_t coherence);
  * marukv(7), SECURITY.
  * A read-only handle needs read access to data and registry.mdb, and
  * read-write access to super and registry.mdb-lock (for its client slot
- * and its read pins).
+ * and its read pins; a non-coherent pool's registry.mdb-lock is in this
+ * host's lock directory, under $MARUKV_LOCK_DIR or /dev/shm: marukv(7)).
  * Errors: MKV_E_INVAL (flags, an empty path; a node name from $MARUKV_NODE
  * or the host name that is not valid, host names being cut to
- * MKV_NODE_NAME_MAX), MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL
+ * MKV_NODE_NAME_MAX; a $MARUKV_LOCK_DIR that is not an absolute path), MKV_E_NOENT (no pool, no MKV_CREATE), MKV_E_NOTPOOL
  * (something else is there), MKV_E_CORRUPT (damaged or truncated pool),
  * MKV_E_VERSION (unknown format version), MKV_E_NOSPC (no room to
  * create), MKV_E_USERS (no free client slot, the node table is full of
  * live nodes, or every reader slot of the registry is taken), MKV_E_PERM
- * (an unsafe directory or file, or a group the caller cannot give files
+ * (an unsafe directory or file, this host's lock directory of a
+ * non-coherent pool among them, or a group the caller cannot give files
  * to), MKV_E_TIMEDOUT (another process held the pool directory's lock for
  * a minute), MKV_E_NOMEM, MKV_E_INTERNAL (an unexpected failure inside
  * LMDB or libpmem2), -EACCES (a file the caller may not open as needed;

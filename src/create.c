@@ -74,7 +74,7 @@ struct made {
 };
 
 static void
-create_cleanup(struct mkv_pool *p, const struct made *m)
+create_cleanup(struct mkv_pool *p, const struct made *m, const struct mkv_super *sb)
 {
 	if (m->data)
 		unlinkat(p->dirfd, MKV_FILE_DATA, 0);
@@ -82,6 +82,9 @@ create_cleanup(struct mkv_pool *p, const struct made *m)
 		unlinkat(p->dirfd, MKV_FILE_REGISTRY, 0);
 	if (m->lock)
 		unlinkat(p->dirfd, MKV_FILE_LOCK, 0);
+	/* a non-coherent pool's lock directory on this host, from the registry's creation */
+	if (m->registry && sb->coherence == MKV_NONCOHERENT)
+		mkv_lockdir_remove(p, sb->uuid);
 	if (m->super_new)
 		unlinkat(p->dirfd, MKV_FILE_SUPER ".new", 0);
 }
@@ -167,10 +170,13 @@ registry_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv
 		return rc;
 	made->registry = true;
 	close(fd);
-	if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
-		return rc;
-	made->lock = true;
-	close(fd);
+	/* a non-coherent pool's lock file is each host's (lockdir.c) */
+	if (sb->coherence == MKV_COHERENT) {
+		if ((rc = mkv_file_create(p, MKV_FILE_LOCK, &fd)))
+			return rc;
+		made->lock = true;
+		close(fd);
+	}
 	return mkv_reg_create(p, sb, opts);
 }
 
@@ -222,6 +228,6 @@ mkv_create_pool(struct mkv_pool *p, const struct mkv_opts *opts)
 		close(p->data_fd);
 	p->data_fd = -1;
 	if (rc)
-		create_cleanup(p, &made);
+		create_cleanup(p, &made, &sb);
 	return rc;
 }

@@ -62,16 +62,23 @@ mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd)
 int
 mkv_file_create(struct mkv_pool *p, const char *name, int *fd)
 {
-	*fd = openat(p->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return mkv_file_create_at(p, p->dirfd, name, name, fd);
+}
+
+/* mkv_file_create() in the directory `dirfd`, named `shown` in errors. */
+int
+mkv_file_create_at(struct mkv_pool *p, int dirfd, const char *name, const char *shown, int *fd)
+{
+	*fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (*fd < 0)
 		return mkv_err(errno == EEXIST ? MKV_E_PERM : -errno, "pool %s: cannot create %s: %m",
-				p->path, name);
+				p->path, shown);
 	if (p->create_gid != (gid_t)-1 && fchown(*fd, (uid_t)-1, p->create_gid) < 0)
 		return mkv_err(errno == EPERM ? MKV_E_PERM : -errno,
-				"pool %s: cannot give %s to group %u: %m", p->path, name,
+				"pool %s: cannot give %s to group %u: %m", p->path, shown,
 				(unsigned)p->create_gid);
 	if (fchmod(*fd, p->create_gid != (gid_t)-1 ? 0660 : 0600) < 0)
-		return mkv_err(-errno, "pool %s: cannot set the mode of %s: %m", p->path, name);
+		return mkv_err(-errno, "pool %s: cannot set the mode of %s: %m", p->path, shown);
 	return 0;
 }
 
@@ -84,25 +91,32 @@ mkv_file_create(struct mkv_pool *p, const char *name, int *fd)
 int
 mkv_file_check(struct mkv_pool *p, const char *name, int flags)
 {
+	return mkv_file_check_at(p, p->dirfd, name, name, flags);
+}
+
+/* mkv_file_check() in the directory `dirfd`, named `shown` in errors. */
+int
+mkv_file_check_at(struct mkv_pool *p, int dirfd, const char *name, const char *shown, int flags)
+{
 	struct stat st;
 
-	if (fstatat(p->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
-			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, name);
-		return mkv_err(-errno, "pool %s: %s: %m", p->path, name);
+			return mkv_err(-ENOENT, "pool %s: %s is missing", p->path, shown);
+		return mkv_err(-errno, "pool %s: %s: %m", p->path, shown);
 	}
 	if (S_ISLNK(st.st_mode))
 		return mkv_err(MKV_E_PERM, "pool %s: %s is a symbolic link: refusing to follow it",
-				p->path, name);
+				p->path, shown);
 	if (!S_ISREG(st.st_mode))
-		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, name);
+		return mkv_err(MKV_E_PERM, "pool %s: %s is not a regular file", p->path, shown);
 	if (st.st_nlink != 1)
 		return mkv_err(MKV_E_PERM, "pool %s: %s has %llu names (hard links): refusing it",
-				p->path, name, (unsigned long long)st.st_nlink);
-	if (faccessat(p->dirfd, name, (flags & O_ACCMODE) == O_RDONLY ? R_OK : R_OK | W_OK,
+				p->path, shown, (unsigned long long)st.st_nlink);
+	if (faccessat(dirfd, name, (flags & O_ACCMODE) == O_RDONLY ? R_OK : R_OK | W_OK,
 			AT_EACCESS) < 0)
 		return mkv_err(-errno, "pool %s: %s: %m (%s access is needed; see SECURITY in marukv(7))",
-				p->path, name, mkv_file_access_name(flags));
+				p->path, shown, mkv_file_access_name(flags));
 	return 0;
 }
 

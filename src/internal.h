@@ -265,8 +265,16 @@ void mkv_admin_progress(struct mkv_pool *p, uint64_t done, uint64_t total, uint6
 const char *mkv_file_access_name(int flags);
 int mkv_file_open(struct mkv_pool *p, const char *name, int flags, int *fd);
 int mkv_file_create(struct mkv_pool *p, const char *name, int *fd);
+int mkv_file_create_at(struct mkv_pool *p, int dirfd, const char *name, const char *shown,
+		int *fd);
 int mkv_file_check(struct mkv_pool *p, const char *name, int flags);
+int mkv_file_check_at(struct mkv_pool *p, int dirfd, const char *name, const char *shown,
+		int flags);
 int mkv_file_open_data(struct mkv_pool *p, int flags);
+
+/* lockdir.c: a non-coherent pool's LMDB lock file, in a directory of this host's */
+int mkv_lockdir_open(struct mkv_pool *p, const uint8_t uuid[16], int *fd);
+void mkv_lockdir_remove(struct mkv_pool *p, const uint8_t uuid[16]);
 
 /* lock.c: flock() until a deadline; byte locks on super */
 int mkv_lock_until(int fd, int how, uint64_t deadline);

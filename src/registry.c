@@ -36,7 +36,7 @@ reg_new(struct mkv_pool *p)
 
 	if (!(p->reg = calloc(1, sizeof(*p->reg))))
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
-	p->reg->lock_fd = -1;
+	p->reg->lock_fd = p->reg->lockdir_fd = -1;
 	if ((rc = mkv_reg_snap_init(p))) {
 		free(p->reg);
 		p->reg = NULL;
@@ -50,12 +50,41 @@ readers_for(const struct mkv_super *sb)
 	return sb->max_clients * 16 + 64;
 }
 
+/*
+ * The data file LMDB opened by name must be the pool's registry.mdb: in a
+ * non-coherent pool that name is a link, checked before the open, and
+ * this catches one changed meanwhile.
+ */
+static int
+env_file_check(struct mkv_pool *p)
+{
+	struct stat reg, st;
+	int fd;
+
+	if (mdb_env_get_fd(p->reg->env, &fd) || fstat(fd, &st) < 0 ||
+	    fstatat(p->dirfd, MKV_FILE_REGISTRY, &reg, AT_SYMLINK_NOFOLLOW) < 0)
+		return mkv_err(MKV_E_INTERNAL, "pool %s: cannot tell which file LMDB opened", p->path);
+	if (st.st_dev != reg.st_dev || st.st_ino != reg.st_ino)
+		return mkv_err(MKV_E_PERM,
+				"pool %s: LMDB opened another file than the pool's registry.mdb through this host's lock directory: refusing it",
+				p->path);
+	return 0;
+}
+
+/*
+ * The environment: LMDB opens the file `file` and its lock file
+ * `file`-lock.  A coherent pool's are both in the pool's directory; a
+ * non-coherent pool's lock file is in this host's lock directory
+ * (lockdir.c), reached through our descriptor of it.
+ */
 static int
 env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **file)
 {
 	int rc;
 
-	if (asprintf(file, "%s/%s", p->path, MKV_FILE_REGISTRY) < 0) {
+	if ((p->reg->lockdir_fd >= 0 ?
+	     asprintf(file, "/proc/self/fd/%d/%s", p->reg->lockdir_fd, MKV_FILE_REGISTRY) :
+	     asprintf(file, "%s/%s", p->path, MKV_FILE_REGISTRY)) < 0) {
 		*file = NULL;
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
 	}
@@ -72,7 +101,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 				p->path, mdb_strerror(rc));
 	if (rc)
 		return mkv_reg_err(rc, "registry: mdb_env_open");
-	return 0;
+	return p->reg->lockdir_fd >= 0 ? env_file_check(p) : 0;
 }
 
 /* A table's name: "marukv." and its own, padded with '.' to MKV_TABLE_NAME_LEN. */
@@ -139,6 +168,9 @@ mkv_reg_create(struct mkv_pool *p, const struct mkv_super *sb, const struct mkv_
 
 	if ((rc = reg_new(p)))
 		return rc;
+	if (sb->coherence == MKV_NONCOHERENT &&
+	    (rc = mkv_lockdir_open(p, sb->uuid, &p->reg->lockdir_fd)))
+		goto out;
 	rc = env_new(p, sb, 0, &file);
 	if (rc)
 		goto out;
@@ -180,9 +212,10 @@ out:
 }
 
 /*
- * LMDB's lock file: every handle writes its reader slots there.  If it was
- * removed, make it again as the pool's other files are (LMDB would create
- * it through whatever the name leads to, with the umask's mode).
+ * A coherent pool's LMDB lock file: every handle writes its reader slots
+ * there.  If it was removed, make it again as the pool's other files are
+ * (LMDB would create it through whatever the name leads to, with the
+ * umask's mode).
  */
 static int
 lock_file(struct mkv_pool *p)
@@ -207,9 +240,8 @@ lock_file(struct mkv_pool *p)
  * on this host advance.  Map it, to advance it from the metas before each
  * read txn (mkv_reg_fresh_metas()), after checking that it is laid out as
  * this library knows: LMDB's magic and lock format, and an id where we look
- * for it that no meta has passed.  The
- * descriptor is opened before LMDB opens the file (created as LMDB would,
- * where a host's lock file does not exist yet) and closed after LMDB has
+ * for it that no meta has passed.  The descriptor is opened before LMDB
+ * opens the file (mkv_lockdir_open() made it) and closed after LMDB has
  * closed it: closing any descriptor of a file drops every fcntl() lock the
  * process holds on it, LMDB's included.
  */
@@ -350,8 +382,8 @@ map_find(struct mkv_pool *p, MDB_txn *txn, const struct mkv_regcheck *c)
 }
 
 /*
- * LMDB opens both files by name: check them first (see mkv_file_check()),
- * then the meta page LMDB will use.
+ * LMDB opens both files by name: check them first (see mkv_file_check()
+ * and lockdir.c), then the meta page LMDB will use.
  */
 static int
 files_check(struct mkv_pool *p, const struct mkv_super *sb)
@@ -361,7 +393,8 @@ files_check(struct mkv_pool *p, const struct mkv_super *sb)
 
 	if (rc == -ENOENT)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: registry.mdb is missing", p->path);
-	if (rc || (rc = lock_file(p)))
+	if (rc || (rc = p->noncoherent ? mkv_lockdir_open(p, sb->uuid, &p->reg->lockdir_fd) :
+			lock_file(p)))
 		return rc;
 	if (fstatat(p->dirfd, MKV_FILE_REGISTRY, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return mkv_err(-errno, "pool %s: registry.mdb: %m", p->path);
@@ -454,8 +487,8 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
 	p->reg->cap = RTXN_CACHE;
 	if (p->reg->shadow &&
-	    (p->reg->lock_fd = openat(p->dirfd, MKV_FILE_LOCK,
-			O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+	    (p->reg->lock_fd = openat(p->reg->lockdir_fd, MKV_FILE_LOCK,
+			O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return mkv_err(-errno, "pool %s: registry.mdb-lock: %m", p->path);
 	rc = env_new(p, sb, (p->flags & MKV_RDONLY) ? MDB_RDONLY : 0, &file);
 	free(file);
@@ -489,6 +522,8 @@ mkv_reg_close(struct mkv_pool *p)
 		munmap(p->reg->lock_map, (size_t)sysconf(_SC_PAGESIZE));
 	if (p->reg->lock_fd >= 0)
 		close(p->reg->lock_fd);
+	if (p->reg->lockdir_fd >= 0)
+		close(p->reg->lockdir_fd);
 	free(p->reg);
 	p->reg = NULL;
 }

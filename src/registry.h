@@ -34,7 +34,9 @@ struct mkv_registry {
 	size_t shadow_size;
 	uint64_t fresh_txn;
 	uint64_t metas_seen;     /* the newest meta's id when the metas were last invalidated whole */
-	/* and this host's LMDB lock file, where we advance the last txn id */
+	/* and this host's LMDB lock file, where we advance the last txn id,
+	 * in this host's directory of the pool (lockdir.c) */
+	int lockdir_fd;
 	int lock_fd;
 	void *lock_map;
 	uint64_t *lock_txnid;

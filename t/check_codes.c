@@ -181,6 +181,7 @@ END_TEST
 struct readers {
 	int want;
 	int held;
+	char *file;  /* tu_registry_name() */
 };
 
 static int
@@ -189,12 +190,10 @@ readers_hold(int cmd, int ev, void *arg)
 	struct readers *r = arg;
 	MDB_txn *txn[4096];
 	MDB_env *env;
-	char file[PATH_MAX];
 	int rc, n = 0;
 
-	snprintf(file, sizeof(file), "%s/registry.mdb", tu_path);
 	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 8) ||
-	    mdb_env_open(env, file, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOTLS, 0600))
+	    mdb_env_open(env, r->file, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOTLS, 0600))
 		return 10;
 	while (n < (r->want ? r->want : 4096) &&
 	       (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn[n])) == 0)
@@ -240,6 +239,7 @@ START_TEST(test_full_registry_is_nospc)
 	 */
 	o.lease_ms = 1000;
 	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
+	r.file = tu_registry_name(pool);
 	tu_child_start(&c, readers_hold, &r);
 	tu_child_expect(&c, "the reader", 'h', 20);
 	for (n = 0; n < 16384; n++) {
@@ -265,6 +265,7 @@ START_TEST(test_full_registry_is_nospc)
 	c.pid = -1;
 	tu_child_end(&c);
 	mkv_pool_close(&pool);
+	free(r.file);
 }
 END_TEST
 
@@ -380,6 +381,10 @@ START_TEST(test_reader_slots_taken_is_users)
 	size_t hits;
 
 	cd_create(tu_path);
+	/* through a handle of its own: a handle keeps the reader slot of its reads */
+	TU_OK(tu_open(tu_path, MKV_RDONLY, &cd_opts, &pool));
+	r.file = tu_registry_name(pool);
+	mkv_pool_close(&pool);
 	TU_OK(tu_open(tu_path, MKV_RDONLY, &cd_opts, &pool));
 	tu_child_start(&c, readers_hold, &r);
 	tu_child_expect(&c, "the readers", 'h', 20);
@@ -393,6 +398,7 @@ START_TEST(test_reader_slots_taken_is_users)
 	tu_child_end(&c);
 	ck_assert_int_eq(mkv_exists(pool, "k", 1), 1);
 	mkv_pool_close(&pool);
+	free(r.file);
 }
 END_TEST
 

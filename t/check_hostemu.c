@@ -210,7 +210,9 @@ hmdb_map(void)
 
 /* LMDB on the pool's registry.mdb: open, close, put, get (-1: not found)
  * and the invalidation a reader on another host needs: the meta pages
- * first, then every page the fresh meta says is in use. */
+ * first, then every page the fresh meta says is in use.  LMDB opens it
+ * through a link in the host's own directory, beside which it keeps its
+ * lock file, as the library does for a non-coherent pool (lockdir.c). */
 static long long
 hmdb(const char *cmd, long long k, long long v)
 {
@@ -224,7 +226,12 @@ hmdb(const char *cmd, long long k, long long v)
 
 	key.mv_size = (size_t)snprintf(kb, sizeof(kb), "k%lld", k);
 	if (strcmp(cmd, "mdb-open") == 0) {
-		snprintf(path, sizeof(path), "%s/registry.mdb", getenv("HOSTEMU_POOL"));
+		char pool[PATH_MAX];
+
+		snprintf(pool, sizeof(pool), "%s/registry.mdb", getenv("HOSTEMU_POOL"));
+		snprintf(path, sizeof(path), "%s/registry.mdb", getenv("MARUKV_LOCK_DIR"));
+		if (symlink(pool, path) < 0 && errno != EEXIST)
+			return -errno;
 		if ((rc = mdb_env_create(&henv)) || (rc = mdb_env_set_mapsize(henv, 1 << 20)))
 			return rc;
 		return mdb_env_open(henv, path, MDB_NOSUBDIR, 0600);

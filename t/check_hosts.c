@@ -14,6 +14,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <glob.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,10 +222,34 @@ host_start(struct tu_host *h, const char *name, const char *mode, const char *no
 	host_start_with(h, name, mode, noise, "0", NULL);
 }
 
-/* Three hosts on one pool: each one's writes, direct or forwarded, read whole by the others. */
+/* How many lock files of LMDB host @p name has, in lock directories of its own. */
+static size_t
+host_lock_files(const char *name)
+{
+	char pattern[PATH_MAX];
+	glob_t g;
+	size_t n;
+
+	snprintf(pattern, sizeof(pattern), "%s/%s/marukv-*/registry.mdb-lock", tu_emu, name);
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return 0;
+	n = g.gl_pathc;
+	globfree(&g);
+	return n;
+}
+
+/*
+ * Three hosts on one pool: each one's writes, direct or forwarded, read
+ * whole by the others.  Each host has LMDB's lock file in a lock
+ * directory of its own (the emulator gives each host its base), none is
+ * in the pool.
+ */
 static void
 three_hosts(const char *noise)
 {
+	char lock[PATH_MAX];
+	struct stat st;
+
 	struct tu_host h[3];
 
 	host_start(&h[0], "h1", "noncoherent", noise);
@@ -250,6 +276,11 @@ three_hosts(const char *noise)
 		ck_assert_int_eq(tu_host_do(&h[i], "close"), 0);
 		tu_host_end(&h[i]);
 	}
+	ck_assert_uint_eq(host_lock_files("h1"), 1);
+	ck_assert_uint_eq(host_lock_files("h2"), 1);
+	ck_assert_uint_eq(host_lock_files("h3"), 1);
+	snprintf(lock, sizeof(lock), "%s/registry.mdb-lock", tu_path);
+	ck_assert_msg(lstat(lock, &st) < 0, "the non-coherent pool has %s", lock);
 }
 
 START_TEST(test_three_hosts_share_a_noncoherent_pool)

@@ -991,20 +991,20 @@ END_TEST
 
 /*
  * A reader stopped inside a lookup, as LMDB sees it: the child opens the
- * registry as the library does, begins a read txn, says 's', holds the
+ * registry as the library does (@p arg: its name, in the pool's directory
+ * or, in a non-coherent pool, in this host's lock directory, beside the
+ * lock file the library uses), begins a read txn, says 's', holds the
  * txn SNAPSHOT_MS and ends it.
  */
 static int
 snapshot_holder(int cmd, int ev, void *arg)
 {
-	char *path;
+	const char *path = arg;
 	MDB_env *env;
 	MDB_txn *txn;
 
 	(void)cmd;
-	(void)arg;
-	if (asprintf(&path, "%s/registry.mdb", tu_path) < 0 || mdb_env_create(&env) ||
-	    mdb_env_set_mapsize(env, 1U << 20) ||
+	if (mdb_env_create(&env) || mdb_env_set_mapsize(env, 1U << 20) ||
 	    mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_RDONLY, 0600) ||
 	    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))
 		return 1;
@@ -1012,7 +1012,6 @@ snapshot_holder(int cmd, int ev, void *arg)
 	tu_sleep_ms(SNAPSHOT_MS);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
-	free(path);
 	return 0;
 }
 
@@ -1023,7 +1022,7 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 	struct mkv_stat st;
 	struct mkv_verify vr;
 	struct mkv_pool *pool;
-	char bad[512] = "";
+	char bad[512] = "", *reg;
 	double t0, slowest = 0;
 	int rc;
 
@@ -1033,7 +1032,8 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 
 		TU_OK(tu_put(pool, key, (size_t)snprintf(key, sizeof(key), "k%u", i), PAGE));
 	}
-	tu_child_start(&c, snapshot_holder, NULL);
+	reg = tu_registry_name(pool);
+	tu_child_start(&c, snapshot_holder, reg);
 	tu_child_expect(&c, "the reader", 's', BOUND);
 	/* each commit now takes fresh pages: 1 MiB of registry lasts ~100 */
 	for (unsigned i = 0; i < 1000 && !bad[0]; i++) {
@@ -1062,6 +1062,7 @@ START_TEST(test_writes_outlast_a_reader_stopped_in_a_lookup)
 	TU_OK(mkv_pool_verify(pool, MKV_VERIFY_DEEP, &vr));
 	ck_assert_uint_eq(vr.entries, 40);
 	mkv_pool_close(&pool);
+	free(reg);
 }
 END_TEST
 

@@ -585,6 +585,100 @@ END_TEST
  * opener whatever it asks; a stored value the library does not know is
  * damage, even under a valid checksum.
  */
+/* A directory in tu_dir, made 0700: the base of a host's lock directories. */
+static char *
+host_base(const char *name)
+{
+	char *path;
+
+	ck_assert_int_ge(asprintf(&path, "%s/%s", tu_dir, name), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	return path;
+}
+
+/* In a child, as another host (MARUKV_LOCK_DIR @p base, node "b"): publish "b", read "a". */
+static int
+other_host_uses(const char *base)
+{
+	struct tu_opts o = { .coherence = MKV_NONCOHERENT, .max_nodes = 2, .node = "b" };
+	struct mkv_pool *pool;
+
+	if (setenv("MARUKV_LOCK_DIR", base, 1) < 0 || tu_open(tu_path, 0, &o, &pool) != 0)
+		return 1;
+	if (tu_put(pool, "b", 1, 5000) != 0 || tu_check(pool, "a", 1, 5000) != 0)
+		return 2;
+	mkv_pool_close(&pool);
+	return 0;
+}
+
+/*
+ * A non-coherent pool's LMDB lock file is not in the pool's directory but
+ * in the host's lock directory (marukv(7), FILES): a link to the pool's
+ * registry.mdb and the lock file, private as the pool's files.  Another
+ * host (another base) gets a directory of its own while the first host
+ * has the pool open, and each sees the other's key.
+ */
+START_TEST(test_noncoherent_lock_file_is_each_hosts_own)
+{
+	struct tu_opts o = { .coherence = MKV_NONCOHERENT, .max_nodes = 2, .node = "a" };
+	char *a = host_base("host-a"), *b = host_base("host-b"), *da, *db, *f;
+	char *reg = pool_file("registry.mdb");
+	struct stat st, rst;
+	struct mkv_pool *pool;
+	pid_t pid;
+
+	ck_assert_int_eq(setenv("MARUKV_LOCK_DIR", a, 1), 0);
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
+	TU_OK(tu_put(pool, "a", 1, 5000));
+	f = pool_file("registry.mdb-lock");
+	ck_assert_msg(lstat(f, &st) < 0 && errno == ENOENT,
+			"a non-coherent pool has registry.mdb-lock in its directory");
+	free(f);
+	da = tu_lockdir(a, pool);
+	ck_assert_msg(lstat(da, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700,
+			"%s: not a directory of mode 0700", da);
+	ck_assert_int_ge(asprintf(&f, "%s/registry.mdb-lock", da), 0);
+	ck_assert_msg(lstat(f, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 &&
+			st.st_size > 0, "%s: not LMDB's lock file, mode 0600", f);
+	free(f);
+	ck_assert_int_ge(asprintf(&f, "%s/registry.mdb", da), 0);
+	ck_assert_int_eq(stat(reg, &rst), 0);
+	ck_assert_msg(lstat(f, &st) == 0 && S_ISLNK(st.st_mode) && stat(f, &st) == 0 &&
+			st.st_ino == rst.st_ino, "%s: not a link to the pool's registry.mdb", f);
+	free(f);
+
+	pid = tu_fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(other_host_uses(b));
+	ck_assert_int_eq(tu_wait_for(pid, 60), 0);
+	ck_assert_int_eq(tu_check(pool, "b", 1, 5000), 0);
+	db = tu_lockdir(b, pool);
+	ck_assert_int_ge(asprintf(&f, "%s/registry.mdb-lock", db), 0);
+	ck_assert_msg(lstat(f, &st) == 0 && S_ISREG(st.st_mode), "the other host has no %s", f);
+	free(f);
+	mkv_pool_close(&pool);
+
+	/* a coherent pool keeps its lock file in its directory: nothing in the base */
+	ck_assert_int_eq(tu_rmtree(a), 0);
+	ck_assert_int_eq(mkdir(a, 0700), 0);
+	o = (struct tu_opts){ .coherence = MKV_COHERENT };
+	ck_assert_int_ge(asprintf(&f, "%s/coherent", tu_dir), 0);
+	TU_OK(tu_open(f, MKV_CREATE, &o, &pool));
+	mkv_pool_close(&pool);
+	ck_assert_msg(rmdir(a) == 0, "a coherent pool made something in its host's base");
+	free(f);
+	ck_assert_int_ge(asprintf(&f, "%s/coherent/registry.mdb-lock", tu_dir), 0);
+	ck_assert_msg(lstat(f, &st) == 0 && S_ISREG(st.st_mode), "%s is missing", f);
+	free(f);
+	free(reg);
+	free(db);
+	free(da);
+	free(b);
+	free(a);
+}
+END_TEST
+
 START_TEST(test_coherence_is_stored_and_obeyed)
 {
 	struct mkv_opts *opts;
@@ -912,6 +1006,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_create_makes_three_preallocated_files);
 	tcase_add_test(tc, test_backing_names);
 	tcase_add_test(tc, test_coherence_is_stored_and_obeyed);
+	tcase_add_test(tc, test_noncoherent_lock_file_is_each_hosts_own);
 	tcase_add_test(tc, test_reopen_keeps_every_key);
 	tcase_add_test(tc, test_open_missing_is_noent);
 	tcase_add_test(tc, test_open_bad_flags_is_inval);

@@ -562,8 +562,9 @@ START_TEST(test_lmdb_format_offsets_are_this_lmdbs)
 	close(fd);
 	ck_assert_uint_eq(meta[0] > meta[1] ? meta[0] : meta[1], info.me_last_txnid);
 	ck_assert_uint_eq(meta[0] > meta[1] ? meta[1] : meta[0], info.me_last_txnid - 1);
-	/* the lock file */
-	fd = openat(p->dirfd, MKV_FILE_LOCK, O_RDONLY | O_CLOEXEC);
+	/* the lock file (a non-coherent pool's: in the lock directory) */
+	fd = openat(p->reg->lockdir_fd >= 0 ? p->reg->lockdir_fd : p->dirfd, MKV_FILE_LOCK,
+			O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, head, sizeof(head), 0), (ssize_t)sizeof(head));
 	ck_assert_int_eq(pread(fd, &id, 8, MKV_REG_LOCK_TXNID), 8);

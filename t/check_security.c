@@ -154,6 +154,9 @@ same_bytes(const char *a, const char *b)
 	return same;
 }
 
+/* The memory model of the pools open_pool() creates (the lock directory tests: non-coherent). */
+static enum mkv_coherence coherence = MKV_COHERENT;
+
 /* Open with the suite's small geometry and node "a"; a group when gid != -1. */
 static int
 open_pool(const char *path, unsigned flags, gid_t gid, const char *node, struct mkv_pool **pool)
@@ -168,6 +171,8 @@ open_pool(const char *path, unsigned flags, gid_t gid, const char *node, struct 
 	    (rc = mkv_opts_set_data_size(opts, 1ULL << 20)) < 0 ||
 	    (rc = mkv_opts_set_max_clients(opts, 4)) < 0 ||
 	    (rc = mkv_opts_set_node(opts, node ? node : NODE)) < 0 ||
+	    (rc = mkv_opts_set_coherence(opts, coherence)) < 0 ||
+	    (coherence == MKV_NONCOHERENT && (rc = mkv_opts_set_max_nodes(opts, 2)) < 0) ||
 	    (gid != (gid_t)-1 && (rc = mkv_opts_set_group(opts, gid)) < 0)) {
 		mkv_opts_delete(&opts);
 		return rc;
@@ -373,6 +378,8 @@ sec_setup(void)
 	ck_assert_int_eq(chmod(shm, 01777), 0);
 	target = path_in(tu_dir, "target");
 	make_target(target);
+	coherence = MKV_COHERENT;
+	ck_assert_int_eq(setenv("MARUKV_LOCK_DIR", shm, 1), 0);
 }
 
 static void
@@ -673,6 +680,255 @@ START_TEST(test_symlinked_file_of_existing_pool_is_refused)
 }
 END_TEST
 
+/* ---- a non-coherent pool's lock directory ---- */
+
+/*
+ * A non-coherent pool at tu_dir/pool, a key in it, and its lock directory
+ * under the shared directory (malloc'd in *lockdir); with `gone` the
+ * directory is removed again, as on a host where the pool was never open.
+ */
+static char *
+lockdir_pool(char **lockdir, int gone)
+{
+	struct mkv_pool *pool;
+	char *dir = path_in(tu_dir, "pool"), *f;
+
+	coherence = MKV_NONCOHERENT;
+	TU_OK(open_pool(dir, MKV_CREATE, (gid_t)-1, NULL, &pool));
+	TU_OK(tu_put(pool, "k", 1, 3000));
+	*lockdir = tu_lockdir(shm, pool);
+	mkv_pool_close(&pool);
+	if (gone) {
+		f = path_in(*lockdir, "registry.mdb-lock");
+		ck_assert_int_eq(unlink(f), 0);
+		free(f);
+		f = path_in(*lockdir, "registry.mdb");
+		ck_assert_int_eq(unlink(f), 0);
+		free(f);
+		ck_assert_int_eq(rmdir(*lockdir), 0);
+	}
+	return dir;
+}
+
+/*
+ * Opening the pool (read-write, then read-only) is refused with
+ * MKV_E_PERM and a message naming the lock directory, and the registry
+ * is unchanged.
+ */
+static void
+lockdir_refused(const char *dir, const char *lockdir, const char *what)
+{
+	struct mkv_pool *pool = (struct mkv_pool *)&pool;
+	char *reg = path_in(dir, "registry.mdb"), *keep = path_in(tu_dir, "registry.keep");
+	int rc, same;
+
+	copy_file(reg, keep);
+	rc = open_pool(dir, 0, (gid_t)-1, NULL, &pool);
+	if (rc == 0)
+		mkv_pool_close(&pool);
+	same = same_bytes(reg, keep);
+	ck_assert_msg(rc == MKV_E_PERM && strstr(mkv_errormsg(), lockdir) && same,
+			"opening a non-coherent pool whose lock directory %s: mkv_pool_open = %d "
+			"(%s): \"%s\"; expected MKV_E_PERM naming %s; registry.mdb %s", what, rc,
+			mkv_strerror(rc), mkv_errormsg(), lockdir, same ? "unchanged" : "changed");
+	TU_ERR(open_pool(dir, MKV_RDONLY, (gid_t)-1, NULL, &pool), MKV_E_PERM);
+	ck_assert_ptr_null(pool);
+	ck_assert_msg(same_bytes(reg, keep), "registry.mdb changed by a refused read-only open");
+	unlink(keep);
+	free(keep);
+	free(reg);
+}
+
+/* The pool opens and holds its key (the refusals above were the directory's doing). */
+static void
+lockdir_pool_works(const char *dir)
+{
+	struct mkv_pool *pool;
+
+	TU_OK(open_pool(dir, 0, (gid_t)-1, NULL, &pool));
+	ck_assert_int_eq(tu_check(pool, "k", 1, 3000), 0);
+	mkv_pool_close(&pool);
+}
+
+struct lockdir_plant {
+	const char *lockdir;
+	const char *registry;  /* the pool's registry.mdb, for the planted link */
+	const char *victim;    /* else: the lock directory is a link to this */
+};
+
+/*
+ * The outsider makes the lock directory before root opens the pool on
+ * this host: a link to root's directory, or a directory of its own that
+ * is otherwise as the library makes it (a link to the pool's registry.mdb,
+ * an empty lock file it can read).
+ */
+static int
+lockdir_plant(void *arg, struct as_user *out)
+{
+	struct lockdir_plant *pl = arg;
+	char *f;
+	int fd;
+
+	if (pl->victim) {
+		if (symlink(pl->victim, pl->lockdir) < 0)
+			goto fail;
+		return 0;
+	}
+	if (mkdir(pl->lockdir, 0700) < 0 || chmod(pl->lockdir, 0700) < 0)
+		goto fail;
+	if (asprintf(&f, "%s/registry.mdb", pl->lockdir) < 0 || symlink(pl->registry, f) < 0)
+		goto fail;
+	free(f);
+	if (asprintf(&f, "%s/registry.mdb-lock", pl->lockdir) < 0 ||
+	    (fd = open(f, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0 || fchmod(fd, 0666) < 0)
+		goto fail;
+	close(fd);
+	free(f);
+	return 0;
+fail:
+	snprintf(out->msg, sizeof(out->msg), "planting %s: %s", pl->lockdir, strerror(errno));
+	return 1;
+}
+
+START_TEST(test_lockdir_of_another_user_is_refused)
+{
+	char *lockdir, *dir, *reg, *victim, *lock;
+	struct lockdir_plant pl;
+	struct as_user res;
+	struct stat st;
+	int rc;
+
+	SKIP_UNLESS_USERS();
+	dir = lockdir_pool(&lockdir, 1);
+	reg = path_in(dir, "registry.mdb");
+	victim = path_in(tu_dir, "victim");
+	pl = (struct lockdir_plant){ lockdir, reg, NULL };
+	rc = as_user(out_name, lockdir_plant, &pl, &res);
+	ck_assert_msg(rc == 0, "%s", res.msg);
+	lockdir_refused(dir, lockdir, "another user made");
+	lock = path_in(lockdir, "registry.mdb-lock");
+	ck_assert_msg(stat(lock, &st) == 0 && st.st_size == 0,
+			"the other user's lock file was written");
+	free(lock);
+	ck_assert_int_eq(tu_rmtree(lockdir), 0);
+
+	/* the lock directory a link to a directory of root's */
+	ck_assert_int_eq(mkdir(victim, 0700), 0);
+	pl = (struct lockdir_plant){ lockdir, reg, victim };
+	rc = as_user(out_name, lockdir_plant, &pl, &res);
+	ck_assert_msg(rc == 0, "%s", res.msg);
+	lockdir_refused(dir, lockdir, "is another user's link to root's directory");
+	ck_assert_msg(rmdir(victim) == 0, "files were made in the link's target");
+	ck_assert_int_eq(unlink(lockdir), 0);
+	lockdir_pool_works(dir);
+	free(victim);
+	free(reg);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_planted_link_in_lockdir_is_not_followed)
+{
+	char *lockdir, *dir = lockdir_pool(&lockdir, 0);
+	char *lock = path_in(lockdir, "registry.mdb-lock");
+	const char *changed;
+
+	ck_assert_int_eq(unlink(lock), 0);
+	ck_assert_int_eq(symlink(target, lock), 0);
+	lockdir_refused(dir, lockdir, "holds registry.mdb-lock as a link to another file");
+	changed = target_changed(target);
+	ck_assert_msg(changed == NULL, "the link's target: %s", changed);
+	ck_assert_int_eq(unlink(lock), 0);
+	lockdir_pool_works(dir);
+	free(lock);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+/*
+ * The pool's directory is 0700: a lock directory open to anyone else is
+ * refused; and one open to a group other than the pool's, in a pool
+ * with a group.
+ */
+START_TEST(test_lockdir_wider_than_pool_dir_is_refused)
+{
+	static const mode_t modes[] = { 0755, 0770, 01777, 0707, 01700 };
+	char *lockdir, *dir = lockdir_pool(&lockdir, 0), what[64];
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		ck_assert_int_eq(chmod(lockdir, modes[i]), 0);
+		snprintf(what, sizeof(what), "has mode %04o", (unsigned)modes[i]);
+		lockdir_refused(dir, lockdir, what);
+	}
+	ck_assert_int_eq(chmod(lockdir, 0700), 0);
+	lockdir_pool_works(dir);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_lockdir_of_another_group_is_refused)
+{
+	struct mkv_pool *pool;
+	char *dir, *lockdir;
+	struct stat st;
+
+	SKIP_UNLESS_USERS();
+	dir = path_in(tu_dir, "gpool");
+	coherence = MKV_NONCOHERENT;
+	TU_OK(open_pool(dir, MKV_CREATE, grp_gid, NULL, &pool));
+	TU_OK(tu_put(pool, "k", 1, 3000));
+	lockdir = tu_lockdir(shm, pool);
+	mkv_pool_close(&pool);
+	ck_assert_msg(stat(lockdir, &st) == 0 && (st.st_mode & 07777) == 0750 &&
+			st.st_gid == grp_gid, "the lock directory of a pool with group %u: "
+			"mode %04o group %u", (unsigned)grp_gid, (unsigned)(st.st_mode & 07777),
+			(unsigned)st.st_gid);
+	ck_assert_int_eq(chown(lockdir, (uid_t)-1, 0), 0);
+	lockdir_refused(dir, lockdir, "is open to another group");
+	ck_assert_int_eq(chown(lockdir, (uid_t)-1, grp_gid), 0);
+	lockdir_pool_works(dir);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+/*
+ * The link to the pool's registry.mdb repointed to a copy of it (a valid
+ * LMDB file, of the same user), or replaced by that copy: LMDB would
+ * read and write the copy.  Refused, the copy unchanged.
+ */
+START_TEST(test_repointed_registry_link_is_refused)
+{
+	char *lockdir, *dir = lockdir_pool(&lockdir, 0);
+	char *reg = path_in(dir, "registry.mdb"), *link = path_in(lockdir, "registry.mdb");
+	char *copy = path_in(tu_dir, "copy.mdb"), *keep = path_in(tu_dir, "copy.keep");
+
+	copy_file(reg, copy);
+	copy_file(reg, keep);
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(symlink(copy, link), 0);
+	lockdir_refused(dir, lockdir, "links registry.mdb to a copy of it");
+	ck_assert_msg(same_bytes(copy, keep), "the copy was written");
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(rename(copy, link), 0);
+	lockdir_refused(dir, lockdir, "holds a copy of registry.mdb");
+	ck_assert_msg(same_bytes(link, keep), "the copy was written");
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(symlink(reg, link), 0);
+	lockdir_pool_works(dir);
+	unlink(keep);
+	free(keep);
+	free(copy);
+	free(link);
+	free(reg);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
 /* ---- modes and groups ---- */
 
 static const char *const pool_files[] = { "super", "registry.mdb", "registry.mdb-lock", "data" };
@@ -961,6 +1217,16 @@ security_suite(void)
 	tcase_add_test(tc, test_world_writable_pool_dir_is_refused);
 	tcase_add_test(tc, test_planted_files_in_own_dir_are_refused);
 	tcase_add_test(tc, test_symlinked_file_of_existing_pool_is_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("lockdir");
+	tcase_add_checked_fixture(tc, sec_setup, sec_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_lockdir_of_another_user_is_refused);
+	tcase_add_test(tc, test_planted_link_in_lockdir_is_not_followed);
+	tcase_add_test(tc, test_lockdir_wider_than_pool_dir_is_refused);
+	tcase_add_test(tc, test_lockdir_of_another_group_is_refused);
+	tcase_add_test(tc, test_repointed_registry_link_is_refused);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("modes");

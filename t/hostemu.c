@@ -56,12 +56,16 @@
  * file or of the pool directory take the same lock of a twin,
  * HOSTEMU_DIR/H/locks/F (HOSTEMU_DIR/H/pooldir.lock), opened once per
  * descriptor and closed with it, so that open-file and fork semantics stay
- * the kernel's.  LMDB's lock file, registry.mdb-lock, is
- * HOSTEMU_DIR/H/registry.mdb-lock, but for marukv's exclusive creation of
- * the pool's (which it then checks by name): reader tables and mutexes are
- * per host, and a reader takes the last commit from its host's lock file,
- * so it sees another host's commit only in an environment opened after it
- * (and an invalidation).  A futex wakes the processes of its host only.
+ * the kernel's.  Each host has its own base for the lock directories of
+ * non-coherent pools: MARUKV_LOCK_DIR is HOSTEMU_DIR/H, set when a process
+ * joins its host, so LMDB's reader table and mutexes are per host as the
+ * library makes them on real hosts, and the emulator leaves the files
+ * there alone (they are no device's).  A reader takes the last commit from
+ * its host's lock file, so it sees another host's commit only in an
+ * environment opened after it (and an invalidation).  A coherent pool
+ * keeps LMDB's lock file in the pool's directory, a device file like the
+ * others, cached per host like them.  A futex wakes the processes of its
+ * host only.
  * Pool files are known by what a descriptor refers to (fstat,
  * /proc/self/fd), not by the name they were opened with.
  *
@@ -123,7 +127,6 @@
 #define HE_EXTLOCKS 64
 /* Each file's views (device, cache, clean): address space only. */
 #define HE_VIEW (1ULL << 36)
-#define HE_LOCKFILE "registry.mdb-lock"
 
 enum he_kind { HE_UNKNOWN, HE_OTHER, HE_DEVICE = 2, HE_POOLDIR = 4 };
 enum he_op { HE_FLUSH, HE_INVAL };
@@ -622,7 +625,8 @@ he_resolve(void)
 	__atomic_store_n((void **)&next.fcntl, dlsym(RTLD_NEXT, "fcntl"), __ATOMIC_RELEASE);
 }
 
-/* This process's host is @p host from now on: its directory, made if new. */
+/* This process's host is @p host from now on: its directory, made if new,
+ * and the base of its lock directories (lockdir.c). */
 static void
 he_host_dir(const char *host)
 {
@@ -635,6 +639,8 @@ he_host_dir(const char *host)
 	if ((mkdir(he.dir, 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(path, 0700) < 0 && errno != EEXIST))
 		he_die("%s: %s", path, strerror(errno));
+	if (he.dir[0] != '/' || setenv("MARUKV_LOCK_DIR", he.dir, 1) < 0)
+		he_die("MARUKV_LOCK_DIR %s: an absolute HOSTEMU_DIR is needed", he.dir);
 }
 
 /* The environment, read when this object is loaded: the C library's own
@@ -992,61 +998,7 @@ munmap(void *addr, size_t len)
 	return rc;
 }
 
-/* ---- open, close: LMDB's lock file is the host's own ---- */
-
-/*
- * Open @p path, or the host's own lock file in place of the pool's.  An
- * exclusive creation is marukv making the pool's file (which it then checks
- * by name): that one is the pool's.
- */
-static int
-he_open(int dirfd, const char *path, int flags, va_list ap)
-{
-	mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ?
-			(mode_t)va_arg(ap, int) : 0;
-	const char *base = strrchr(path, '/');
-	char dir[PATH_MAX], own[PATH_MAX];
-	struct stat st;
-	size_t n;
-
-	base = base ? base + 1 : path;
-	n = (size_t)(base - path);
-	if (he_on() && strcmp(base, HE_LOCKFILE) == 0 && !(flags & O_EXCL) && n < sizeof(dir) &&
-	    he_pool()) {
-		memcpy(dir, path, n);
-		strcpy(dir + n, n ? "" : ".");
-		if (fstatat(dirfd, dir, &st, 0) == 0 && st.st_dev == he.pool_dev &&
-		    st.st_ino == he.pool_ino) {
-			snprintf(own, sizeof(own), "%s/%s", he.dir, HE_LOCKFILE);
-			path = own;
-		}
-	}
-	return next.openat(dirfd, path, flags, mode);
-}
-
-HE_EXPORT int
-open(const char *path, int flags, ...)
-{
-	va_list ap;
-	int fd;
-
-	va_start(ap, flags);
-	fd = he_open(AT_FDCWD, path, flags, ap);
-	va_end(ap);
-	return fd;
-}
-
-HE_EXPORT int
-openat(int dirfd, const char *path, int flags, ...)
-{
-	va_list ap;
-	int fd;
-
-	va_start(ap, flags);
-	fd = he_open(dirfd, path, flags, ap);
-	va_end(ap);
-	return fd;
-}
+/* ---- close ---- */
 
 HE_EXPORT int
 close(int fd)

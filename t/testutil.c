@@ -109,12 +109,18 @@ tu_coherence(void)
  * there two nodes, each with half of them, or one node with all of a
  * handful.
  */
+static enum mkv_coherence
+tu_opts_coherence(const struct tu_opts *o)
+{
+	return o->coherence ? o->coherence : tu_coherence();
+}
+
 static uint32_t
 tu_max_nodes(const struct tu_opts *o, uint32_t max_clients)
 {
 	if (o->max_nodes)
 		return o->max_nodes;
-	if (tu_coherence() != MKV_NONCOHERENT)
+	if (tu_opts_coherence(o) != MKV_NONCOHERENT)
 		return MKV_DEFAULT_MAX_NODES;
 	return max_clients < 4 ? 1 : 2;
 }
@@ -144,7 +150,7 @@ tu_open(const char *path, unsigned flags, const struct tu_opts *o, struct mkv_po
 	     (rc = mkv_opts_set_client_timeout(opts, o->client_timeout_ms)) < 0) ||
 	    (rc = mkv_opts_set_max_nodes(opts, tu_max_nodes(o, max_clients))) < 0 ||
 	    (o->registry_size && (rc = mkv_opts_set_registry_size(opts, o->registry_size)) < 0) ||
-	    (rc = mkv_opts_set_coherence(opts, tu_coherence())) < 0) {
+	    (rc = mkv_opts_set_coherence(opts, tu_opts_coherence(o))) < 0) {
 		mkv_opts_delete(&opts);
 		return rc;
 	}
@@ -182,6 +188,36 @@ int
 tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool)
 {
 	return open_in(dir, flags, NULL, pool);
+}
+
+char *
+tu_lockdir(const char *base, struct mkv_pool *pool)
+{
+	struct mkv_stat st;
+	const uint8_t *u = st.uuid;
+	char *path;
+
+	tu_stat(pool, &st);
+	ck_assert_int_gt(asprintf(&path,
+			"%s/marukv-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			base, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
+			u[11], u[12], u[13], u[14], u[15]), 0);
+	return path;
+}
+
+char *
+tu_registry_name(struct mkv_pool *pool)
+{
+	struct mkv_stat st;
+	char *dir, *name;
+
+	tu_stat(pool, &st);
+	dir = st.coherence == MKV_NONCOHERENT ? tu_lockdir(getenv("MARUKV_LOCK_DIR"), pool) :
+			strdup(mkv_pool_path(pool));
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_int_gt(asprintf(&name, "%s/registry.mdb", dir), 0);
+	free(dir);
+	return name;
 }
 
 /* ---- numbers and patterns ---- */
@@ -855,6 +891,8 @@ tu_run_suite(Suite *s)
 		return EXIT_FAILURE;
 	}
 	setenv(TU_ROOT_ENV, root, 1);
+	/* non-coherent pools' lock directories (an emulated host has its own) */
+	setenv("MARUKV_LOCK_DIR", root, 1);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -59,6 +59,7 @@ struct tu_opts {
 	uint64_t registry_size;
 	const char *node;  /* NULL: $MARUKV_NODE, else the host name */
 	const char *host;  /* a kernel to claim (MARUKV_BOOT_ID): another host, emulated */
+	enum mkv_coherence coherence;  /* 0: tu_coherence() */
 };
 /** MKV_NONCOHERENT when $TU_COHERENCE is "noncoherent" (make check-noncoherent), else MKV_COHERENT. */
 enum mkv_coherence tu_coherence(void);
@@ -69,6 +70,13 @@ int tu_pool_create(const char *dir, uint64_t data_size, uint32_t page_size,
 		uint32_t max_clients, struct mkv_pool **pool);
 /** Open the existing pool <dir>/pool with @p flags (no creation options). */
 int tu_pool_open(const char *dir, unsigned flags, struct mkv_pool **pool);
+/** This host's lock directory of the open non-coherent @p pool when $MARUKV_LOCK_DIR is
+ * @p base: <base>/marukv-<uuid> (marukv(7)); malloc'd. */
+char *tu_lockdir(const char *base, struct mkv_pool *pool);
+/** The name by which LMDB opens the open @p pool's registry beside the lock file the
+ * library uses: <pool>/registry.mdb, or a non-coherent pool's in its lock directory under
+ * $MARUKV_LOCK_DIR; malloc'd. */
+char *tu_registry_name(struct mkv_pool *pool);
 
 /* ---- deterministic numbers and patterns ---- */
 

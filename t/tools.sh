@@ -46,6 +46,8 @@ tmp=$(mktemp -d "$shm/marukv-tools.XXXXXX") || exit 99
 # The examples create a default-sized pool (256 MiB): on disk, not in tmpfs.
 disk=$(mktemp -d "${TMPDIR:-/tmp}/marukv-tools.XXXXXX") || { rm -rf "$tmp"; exit 99; }
 trap 'rm -rf "$tmp" "$disk"' EXIT
+# non-coherent pools' lock directories (marukv(7)): here, not in /dev/shm
+export MARUKV_LOCK_DIR="$tmp"
 trap 'exit 130' HUP INT TERM
 pool=$tmp/pool
 unset MARUKV_POOL

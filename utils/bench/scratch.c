@@ -26,6 +26,24 @@ char *path_join(const char *dir, const char *name)
 	return p;
 }
 
+/*
+ * Unless the caller chose a base for the lock directories of non-coherent
+ * pools (MARUKV_LOCK_DIR, marukv(7)), the newest scratch directory is the
+ * base: they go when it is removed, instead of staying in /dev/shm.
+ */
+static void lock_dir_in(const char *scratch)
+{
+	static int chosen = -1;
+	char *abs;
+
+	if (chosen < 0)
+		chosen = getenv("MARUKV_LOCK_DIR") != NULL;
+	if (!chosen && (abs = realpath(scratch, NULL))) {
+		setenv("MARUKV_LOCK_DIR", abs, 1);
+		free(abs);
+	}
+}
+
 char *scratch_dir(const char *dir, const char *cmd)
 {
 	char *t = path_join(dir, PROG ".XXXXXX");
@@ -40,6 +58,7 @@ char *scratch_dir(const char *dir, const char *cmd)
 		free(t);
 		return NULL;
 	}
+	lock_dir_in(t);
 	return t;
 }
 
