@@ -395,6 +395,33 @@ START_TEST(test_a_clients_words_reach_the_holder_between_heartbeats)
 }
 END_TEST
 
+/*
+ * The page table: a host that counted the pages before another host's
+ * holder granted, used, quarantined and freed some counts them as that
+ * holder does, asked first (the holder's own count writes its lines back).
+ * The value deleted is the first published: its pages are not granted
+ * again by the next publish.
+ */
+START_TEST(test_a_host_counts_the_pages_another_hosts_holder_moved)
+{
+	struct tu_host h[2];
+	long long used, quarantined;
+
+	hosts_start(h, 2);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat used"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "del a 0"), 0);
+	/* with no pin held, this commit frees what the delete quarantined */
+	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 1"), 1);
+	used = tu_host_do(&h[1], "stat used");
+	quarantined = tu_host_do(&h[1], "stat quarantined");
+	ck_assert_int_gt(used, 0);
+	ck_assert_int_eq(used, tu_host_do(&h[0], "stat used"));
+	ck_assert_int_eq(quarantined, tu_host_do(&h[0], "stat quarantined"));
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -410,6 +437,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
 	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
+	tcase_add_test(tc, test_a_host_counts_the_pages_another_hosts_holder_moved);
 	suite_add_tcase(s, tc);
 	return s;
 }
