@@ -422,6 +422,22 @@ START_TEST(test_a_host_counts_the_pages_another_hosts_holder_moved)
 }
 END_TEST
 
+/*
+ * Request entries: values a host asks another host's holder to publish
+ * are read back whole, under their keys, on a third host.
+ */
+START_TEST(test_a_holder_publishes_what_another_host_asked)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "put c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check c 0 %u", KEYS), KEYS);
+	hosts_end(h, 3);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -438,6 +454,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
 	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
 	tcase_add_test(tc, test_a_host_counts_the_pages_another_hosts_holder_moved);
+	tcase_add_test(tc, test_a_holder_publishes_what_another_host_asked);
 	suite_add_tcase(s, tc);
 	return s;
 }
