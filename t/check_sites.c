@@ -444,10 +444,10 @@ START_TEST(test_a_holder_publishes_what_another_host_asked)
 END_TEST
 
 /*
- * The doorbells and the answers: with a lease period of a minute (a holder
- * idle for a quarter of that between its looks at the ring), a host's
- * requests to another host's holder are answered at once, each: the
- * client's ring reaches the holder, the holder's answer the client.
+ * The doorbells: with a lease period of a minute (a holder idle for a
+ * quarter of that between its looks at the ring), a host's requests to
+ * another host's holder are answered at once, each: the client's ring and
+ * its count of requests posted reach the holder as soon as stored.
  */
 START_TEST(test_a_holder_answers_another_host_at_once)
 {
