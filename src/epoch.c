@@ -66,12 +66,12 @@ ring_grow(struct mkv_epochs *ep)
  * that lock is exact.  In a coherent pool shared by several kernels (a
  * coherent CXL window) a process of another kernel may have claimed the
  * slot from under our lock: there the compare-and-swap, exact in such a
- * window, puts back the word that was there.
+ * window, puts back the word that was there (read for that alone).
  */
 void
 mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v)
 {
-	uint64_t old = mkv_share_load(p, w);
+	uint64_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 
 	mkv_share_store(p, w, v);
 	mkv_full_fence();

@@ -139,7 +139,11 @@ age_threshold(struct mkv_pool *p, uint64_t tick, uint64_t need, bool cap)
 	return 0;
 }
 
-/* Advance the clock of ages by pages published (see the top of this file). */
+/*
+ * Advance the clock of ages by pages published (see the top of this file),
+ * after every commit: with it, the rest of the holder's words on its line,
+ * the allocation rotor and the hand, go out too, once per commit.
+ */
 void
 mkv_evict_tick(struct mkv_pool *p, uint64_t pages)
 {
@@ -153,7 +157,7 @@ mkv_evict_tick(struct mkv_pool *p, uint64_t pages)
 		__atomic_store_n(&p->state->tick, tick, __ATOMIC_RELAXED);
 	}
 	p->state->tick_pages = sum % quantum;
-	mkv_share_persist(p, &p->state->tick, 2 * sizeof(uint64_t));
+	mkv_share_persist(p, p->state, offsetof(struct mkv_state, reserved0));
 }
 
 /* The key of the value whose first page is pg, if one is there and not taken yet. */
@@ -300,8 +304,8 @@ mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_t wa
 	if (have >= want)
 		return 0;
 	rc = sweep(&w);
+	/* written back with the clock of ages, at the end of the commit */
 	p->state->clock = w.hand;
-	mkv_share_persist(p, &p->state->clock, sizeof(p->state->clock));
 	*evicted = w.evicted;
 	return rc;
 }

@@ -129,8 +129,8 @@ pages_find(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 		return false;
 	out->page = at;
 	out->npages = npages;
+	/* written back with the clock of ages, at the end of the commit */
 	p->state->rotor = at + npages;
-	mkv_share_persist(p, &p->state->rotor, sizeof(p->state->rotor));
 	return true;
 }
 

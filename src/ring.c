@@ -123,9 +123,9 @@ seq_resume(struct mkv_pool *p)
 
 /*
  * Wait until request seq in entry idx is answered and copy the answer out;
- * false if the deadline (CLOCK_MONOTONIC ns) passes first.  Between slices
- * of the wait, the idle function given to mkv_rq_init() runs (it takes the
- * lease over if its holder is gone: holder.c).
+ * false past the deadline (CLOCK_MONOTONIC ns).  Between slices the idle
+ * function given to mkv_rq_init() runs (it takes a lost lease over: holder.c).
+ * completed as our own cache holds it: a futex wakes only our host's waiters.
  */
 static bool
 await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *a,
@@ -136,7 +136,7 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 	uint64_t slice = mkv_rq_poll_next(p, 0), waited = 0;
 
 	for (;;) {
-		uint32_t c = mkv_share_load(p, completed);
+		uint32_t c = __atomic_load_n(completed, __ATOMIC_SEQ_CST);
 
 		if (answered(p, e, seq)) {
 			a->seq = seq;

@@ -33,6 +33,8 @@
 #define CLIENT_TIMEOUT_MS 2000U
 /* a client timeout longer than any test: heartbeats write back nothing */
 #define SLOW_CLIENT_TIMEOUT_MS 120000U
+/* a lease period whose quarter, the longest a holder sleeps, outlasts a request's wait */
+#define SLOW_LEASE_MS 60000U
 /* three hosts fill the pool: a fourth client needs a slot one of them freed */
 #define MAX_CLIENTS 3U
 /* and the node table: a fourth host needs the entry of a host whose clients left */
@@ -112,8 +114,9 @@ client_field(const char *name, long long pid, long long *out)
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open [T]        open (creating) the pool as this host's node; a
- *                   client timeout of T ms if it creates it
+ *   open [T [L]]    open (creating) the pool as this host's node; a
+ *                   client timeout of T ms and a lease period of L ms if
+ *                   it creates it
  *   pid             this process's pid
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
@@ -142,6 +145,8 @@ host_cmd(char *line, char *out, size_t size)
 	if (strcmp(cmd, "open") == 0) {
 		if (*arg)
 			o.client_timeout_ms = (uint32_t)atoi(arg);
+		if (from)
+			o.lease_ms = (uint32_t)from;
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "pid") == 0) {
 		done = getpid();
@@ -395,6 +400,74 @@ START_TEST(test_a_clients_words_reach_the_holder_between_heartbeats)
 }
 END_TEST
 
+/*
+ * The page table: a host that counted the pages before another host's
+ * holder granted, used, quarantined and freed some counts them as that
+ * holder does, asked first (the holder's own count writes its lines back).
+ * The value deleted is the first published: its pages are not granted
+ * again by the next publish.
+ */
+START_TEST(test_a_host_counts_the_pages_another_hosts_holder_moved)
+{
+	struct tu_host h[2];
+	long long used, quarantined;
+
+	hosts_start(h, 2);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat used"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "del a 0"), 0);
+	/* with no pin held, this commit frees what the delete quarantined */
+	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 1"), 1);
+	used = tu_host_do(&h[1], "stat used");
+	quarantined = tu_host_do(&h[1], "stat quarantined");
+	ck_assert_int_gt(used, 0);
+	ck_assert_int_eq(used, tu_host_do(&h[0], "stat used"));
+	ck_assert_int_eq(quarantined, tu_host_do(&h[0], "stat quarantined"));
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * Request entries: values a host asks another host's holder to publish
+ * are read back whole, under their keys, on a third host.
+ */
+START_TEST(test_a_holder_publishes_what_another_host_asked)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "put c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "check c 0 %u", KEYS), KEYS);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * The doorbells: with a lease period of a minute (a holder idle for a
+ * quarter of that between its looks at the ring), a host's requests to
+ * another host's holder are answered at once, each: the client's ring and
+ * its count of requests posted reach the holder as soon as stored.
+ */
+START_TEST(test_a_holder_answers_another_host_at_once)
+{
+	struct tu_host h[2];
+	char arg[32];
+	double end;
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	host_start_with(&h[0], "h1", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* half the time the holder may sleep between looks, for them all */
+	end = tu_now() + SLOW_LEASE_MS / 4000.0 / 2;
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 8"), 8);
+	ck_assert(tu_now() < end);
+	ck_assert_int_eq(tu_host_do(&h[0], "check b 0 8"), 8);
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -410,6 +483,9 @@ sites_suite(void)
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
 	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
+	tcase_add_test(tc, test_a_host_counts_the_pages_another_hosts_holder_moved);
+	tcase_add_test(tc, test_a_holder_publishes_what_another_host_asked);
+	tcase_add_test(tc, test_a_holder_answers_another_host_at_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
