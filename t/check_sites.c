@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,17 +206,6 @@ hosts_end(struct tu_host *h, unsigned n)
 	}
 }
 
-/* Kill host h's process: a holder gone without a word. */
-static void
-host_kill(struct tu_host *h)
-{
-	ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
-	ck_assert_int_ne(tu_reap(h->pid, 10), 0);
-	fclose(h->to);
-	fclose(h->from);
-	h->to = h->from = NULL;
-}
-
 /*
  * The lease record: a host that only reads, and has cached the record
  * naming the first holder, reports the second holder (another host's)
@@ -232,7 +220,7 @@ START_TEST(test_a_bystander_reports_another_hosts_takeover)
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[0].pid);
 	gen = tu_host_do(&h[2], "stat generation");
-	host_kill(&h[0]);
+	tu_host_kill(&h[0]);
 	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[1], "stat holder"), h[1].pid);
 	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[1].pid);

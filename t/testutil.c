@@ -843,6 +843,16 @@ tu_host_answer(char *out, size_t size, const char *cmd, int rc, long long done)
 		snprintf(out, size, "= %lld", done);
 }
 
+void
+tu_host_kill(struct tu_host *h)
+{
+	ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
+	ck_assert_int_ne(tu_reap(h->pid, 10), 0);
+	fclose(h->to);
+	fclose(h->from);
+	h->to = h->from = NULL;
+}
+
 size_t
 tu_host_key(char *key, const char *prefix, long long i, size_t vmax, size_t *len)
 {

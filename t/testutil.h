@@ -335,6 +335,8 @@ long long tu_host_recv(struct tu_host *h);
 #define tu_host_do(h, ...) (tu_host_send((h), __VA_ARGS__), tu_host_recv(h))
 /** End the host's process (its stdin closed): it must exit 0 within 10 s. */
 void tu_host_end(struct tu_host *h);
+/** Kill the host's process (SIGKILL, reaped within 10 s) and close its pipes: a host gone without a word.  Asserts. */
+void tu_host_kill(struct tu_host *h);
 /** The emulator's directory of a test of hosts, <tu_dir>/emu (tu_hosts_setup()). */
 extern char *tu_emu;
 /** Check fixtures: tu_setup() and tu_emu made; both undone. */
