@@ -367,17 +367,19 @@ mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses)
 		__atomic_add_fetch(&s->misses, misses, __ATOMIC_RELAXED);
 }
 
-/* Give the slot up (if it is still ours), then its lock. */
+/*
+ * Give the slot up (if it is still ours), then its lock.  The owner word
+ * alone: the compare-and-swap writes its line back, and what the rest of
+ * the slot holds (a pin, a snapshot bound) counts for nothing once no
+ * claim stands (mkv_epoch_min(), mkv_pool_clients()) until the next
+ * claimant clears it (slot_claim()).
+ */
 void
 mkv_client_detach(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
-	uint64_t owner = mkv_client_owner(p);
 
-	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(p->incarnation, 0))) {
-		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		mkv_share_persist(p, s, offsetof(struct mkv_slot, completed));
-	}
+	(void)mkv_share_cas(p, &s->owner, mkv_client_owner(p), MKV_SLOT_OWNER(p->incarnation, 0));
 	mkv_lock_super(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;
 }
