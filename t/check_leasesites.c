@@ -25,6 +25,8 @@
 #define LEASE_MS 200U
 /* many lease periods: a host that waits for a client timeout is told apart */
 #define CLIENT_TIMEOUT_MS 3000U
+/* a lease period that a test's bound on a quick takeover tells apart (ms) */
+#define LONG_LEASE "10000"
 #define MAX_CLIENTS 3U
 #define MAX_NODES 3U
 
@@ -35,7 +37,8 @@ static struct mkv_pool *hpool;
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open            open (creating) the pool as this host's node
+ *   open [L]        open (creating) the pool as this host's node; a lease
+ *                   period of L ms if it creates it
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
@@ -56,6 +59,8 @@ host_cmd(char *line, char *out, size_t size)
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
 	if (strcmp(cmd, "open") == 0) {
+		if (*arg)
+			o.lease_ms = (uint32_t)atoi(arg);
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
@@ -76,9 +81,12 @@ host_cmd(char *line, char *out, size_t size)
 /* ===================================================================== */
 /* The test's side                                                       */
 
-/* Host @p name of a non-coherent pool, quiet caches, and @p extra (or NULL) in its environment. */
+/*
+ * Host @p name of a non-coherent pool, quiet caches, and @p extra (or NULL)
+ * in its environment; "open" with @p arg.
+ */
 static void
-host_start(struct tu_host *h, const char *name, const char *extra)
+host_start_with(struct tu_host *h, const char *name, const char *extra, const char *arg)
 {
 	char node[32], boot[32];
 	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", extra,
@@ -87,7 +95,13 @@ host_start(struct tu_host *h, const char *name, const char *extra)
 	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
 	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
 	tu_host_start(h, "check_leasesites", name, tu_emu, tu_path, env);
-	ck_assert_int_eq(tu_host_do(h, "open"), 0);
+	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name, const char *extra)
+{
+	host_start_with(h, name, extra, "");
 }
 
 static void
@@ -117,6 +131,32 @@ START_TEST(test_a_holder_that_closed_is_named_by_no_other_host)
 }
 END_TEST
 
+
+/*
+ * The bakery: a holder that closes leaves the bakery of its release with
+ * its ticket given back.  With a lease period of many seconds, a host that
+ * writes next takes the lease, which the release left free, at once; had
+ * the closed holder's ticket stayed on the device, it would wait for that
+ * node's beat to stand still for a period before it entered.
+ */
+START_TEST(test_a_holder_that_closed_leaves_no_ticket_in_the_bakery)
+{
+	struct tu_host h[2];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, LONG_LEASE);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	host_close(&h[0]);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < atoi(LONG_LEASE) / 2000.0,
+			"h2 took %.3f s to write after the holder closed", took);
+	ck_assert_int_eq(tu_host_do(&h[1], "holder"), h[1].pid);
+	host_close(&h[1]);
+}
+END_TEST
 
 /*
  * Client slots: a client of another host that closes gives its slot up;
@@ -187,6 +227,7 @@ leasesites_suite(void)
 	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_a_holder_that_closed_is_named_by_no_other_host);
+	tcase_add_test(tc, test_a_holder_that_closed_leaves_no_ticket_in_the_bakery);
 	tcase_add_test(tc, test_a_client_that_closed_on_another_host_is_gone_at_once);
 	tcase_add_test(tc, test_a_new_holder_waits_for_a_stopped_holders_write_window);
 	suite_add_tcase(s, tc);
