@@ -27,6 +27,9 @@
 #define CLIENT_TIMEOUT_MS 3000U
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
+/* and one whose quarter, the holder's round, a bound on an answer tells apart */
+#define LONGER_LEASE "40000"
+#define SLOW_CLIENT_TIMEOUT "120000"
 #define MAX_CLIENTS 3U
 #define MAX_NODES 3U
 
@@ -37,8 +40,9 @@ static struct mkv_pool *hpool;
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open [L]        open (creating) the pool as this host's node; a lease
- *                   period of L ms if it creates it
+ *   open [L [T]]    open (creating) the pool as this host's node; a lease
+ *                   period of L ms and a client timeout of T ms if it
+ *                   creates it
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
@@ -61,6 +65,8 @@ host_cmd(char *line, char *out, size_t size)
 	if (strcmp(cmd, "open") == 0) {
 		if (*arg)
 			o.lease_ms = (uint32_t)atoi(arg);
+		if (from)
+			o.client_timeout_ms = (uint32_t)from;
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
@@ -159,6 +165,35 @@ START_TEST(test_a_holder_that_closed_leaves_no_ticket_in_the_bakery)
 END_TEST
 
 /*
+ * Doorbells: a client of another host rings its node's doorbell after
+ * posting a request, and the holder, polling the other nodes' doorbells
+ * while it sleeps, answers at once.  Its rounds come a quarter lease
+ * period apart (ten seconds here): a ring that stayed in the client's
+ * host's cache would leave the second of two writes in a row waiting for
+ * the next one.
+ */
+START_TEST(test_a_forwarded_write_rings_the_holder_awake)
+{
+	struct tu_host h[2];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, LONGER_LEASE " " SLOW_CLIENT_TIMEOUT);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	for (int i = 0; i < 2; i++) {
+		t0 = tu_now();
+		ck_assert_int_eq(tu_host_do(&h[1], "put b %d 1", i), 1);
+		took = tu_now() - t0;
+		ck_assert_msg(took < atoi(LONGER_LEASE) / 8000.0,
+				"h2's write %d took %.3f s", i, took);
+	}
+	ck_assert_int_eq(tu_host_do(&h[0], "holder"), h[0].pid);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
  * Client slots: a client of another host that closes gives its slot up;
  * the holder counts it gone at once, not once it is judged dead by its
  * heartbeat a client timeout later.
@@ -228,6 +263,7 @@ leasesites_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_a_holder_that_closed_is_named_by_no_other_host);
 	tcase_add_test(tc, test_a_holder_that_closed_leaves_no_ticket_in_the_bakery);
+	tcase_add_test(tc, test_a_forwarded_write_rings_the_holder_awake);
 	tcase_add_test(tc, test_a_client_that_closed_on_another_host_is_gone_at_once);
 	tcase_add_test(tc, test_a_new_holder_waits_for_a_stopped_holders_write_window);
 	suite_add_tcase(s, tc);
