@@ -102,14 +102,22 @@ heartbeat_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	return now - __atomic_load_n(&w->since, __ATOMIC_RELAXED) >= p->client_timeout_ns;
 }
 
-/* Whether the slot's owner runs on this kernel: exactly known, not guessed. */
+/*
+ * Whether the slot's owner runs on this kernel: exactly known, not guessed.
+ * Like every judge of a claim here, it is given the owner word its caller
+ * has just loaded with mkv_share_load(), which invalidated the slot's first
+ * line: boot and boot_tag, on that line, are read as they are, from the
+ * same look as the owner (another invalidation would only make them newer
+ * than the owner they are judged with).
+ */
 bool
 mkv_client_local(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	const struct mkv_slot *s = &p->slots[slot];
-	uint64_t boot = mkv_share_load(p, &s->boot);
+	uint64_t boot = __atomic_load_n(&s->boot, __ATOMIC_SEQ_CST);
 
-	return boot != 0 && boot == p->boot && mkv_share_load(p, &s->boot_tag) == owner;
+	return boot != 0 && boot == p->boot &&
+		__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) == owner;
 }
 
 /*
@@ -138,7 +146,10 @@ mkv_client_claimed(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 		mkv_share_load(p, &p->slots[slot].revoked) != MKV_SLOT_INC(owner);
 }
 
-/* Whether the client holding claim `owner` on slot is dead (a judgement only). */
+/*
+ * Whether the client holding claim `owner` on slot is dead (a judgement
+ * only); `owner` just loaded, as for mkv_client_local().
+ */
 bool
 mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
@@ -148,15 +159,22 @@ mkv_client_dead(const struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	    (slot == p->slot && owner == mkv_client_owner(p)))
 		return false;
 	/* a claim still being recorded is judged on its next look */
-	if (mkv_share_load(p, &s->boot_tag) != owner)
+	if (__atomic_load_n(&s->boot_tag, __ATOMIC_SEQ_CST) != owner)
 		return false;
+	/*
+	 * A claimant locks the byte, then stores the owner word: read it
+	 * again after the lock (its writers are of our host, whose caches
+	 * are coherent: no invalidation needed)
+	 */
 	if (mkv_client_local(p, slot, owner))
-		return !mkv_lock_super_held(p, slot) && mkv_share_load(p, &s->owner) == owner;
+		return !mkv_lock_super_held(p, slot) &&
+			__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) == owner;
 	return heartbeat_dead(p, slot, owner);
 }
 
 /*
- * If the client holding claim `owner` is dead, revoke the claim: its pin
+ * If the client holding claim `owner` (just loaded, as for
+ * mkv_client_local()) is dead, revoke the claim: its pin
  * and its grants count no more.  True if the claim no longer stands
  * (revoked now or before, or given up): what it held may be reclaimed.
  * The lease holder calls this, inside its write window: the holders of
@@ -169,12 +187,15 @@ mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 {
 	struct mkv_slot *s = &p->slots[slot];
 
-	if (mkv_share_load(p, &s->owner) != owner || !mkv_client_claimed(p, slot, owner))
+	if (!mkv_client_claimed(p, slot, owner))
 		return true;
 	if (!mkv_client_dead(p, slot, owner))
 		return false;
-	/* the line is the holders', but the last one may have been on another host */
-	mkv_share_inval(p, &s->completed, MKV_CACHELINE);
+	/*
+	 * The line is the holders', but the last one may have been on another
+	 * host: mkv_client_claimed() has just invalidated it, and no other
+	 * holder writes it while we are in our write window.
+	 */
 	__atomic_store_n(&s->revoked, MKV_SLOT_INC(owner), __ATOMIC_SEQ_CST);
 	mkv_share_persist(p, &s->revoked, sizeof(s->revoked));
 	mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
@@ -392,17 +413,19 @@ mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses)
 		__atomic_add_fetch(&s->misses, misses, __ATOMIC_RELAXED);
 }
 
-/* Give the slot up (if it is still ours), then its lock. */
+/*
+ * Give the slot up (if it is still ours), then its lock.  The owner word
+ * alone: the compare-and-swap writes its line back, and what the rest of
+ * the slot holds (a pin, a snapshot bound) counts for nothing once no
+ * claim stands (mkv_epoch_min(), mkv_pool_clients()) until the next
+ * claimant clears it (slot_claim()).
+ */
 void
 mkv_client_detach(struct mkv_pool *p)
 {
 	struct mkv_slot *s = &p->slots[p->slot];
-	uint64_t owner = mkv_client_owner(p);
 
-	if (mkv_share_cas(p, &s->owner, owner, MKV_SLOT_OWNER(p->incarnation, 0))) {
-		__atomic_store_n(&s->pin, 0, __ATOMIC_SEQ_CST);
-		mkv_share_persist(p, s, offsetof(struct mkv_slot, completed));
-	}
+	(void)mkv_share_cas(p, &s->owner, mkv_client_owner(p), MKV_SLOT_OWNER(p->incarnation, 0));
 	mkv_lock_super(p, p->slot, F_UNLCK);
 	p->slot = UINT32_MAX;
 }

@@ -174,8 +174,8 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		}
 		if (!node_idle(p, i, id))
 			continue;
+		/* id, name and the bakery's words share a line: one write-back */
 		STORE(n->id, 0);
-		mkv_share_persist(p, &n->id, sizeof(n->id));
 		STORE(n->number, 0);
 		STORE(n->choosing, 0);
 		memset(n->name, 0, sizeof(n->name));

@@ -42,15 +42,6 @@ static struct mkv_pool *hpool;
 static struct mkv_pool *hmany[MANY];
 static unsigned nmany;
 
-static size_t
-hkey(char *key, const char *prefix, long long i, size_t *len)
-{
-	size_t klen = tu_key(key, prefix, (unsigned)i);
-
-	*len = tu_vlen(key, klen, 1, VMAX);
-	return klen;
-}
-
 /* Keys P<FROM> .. P<FROM+N-1> read by one mkv_get_batch(): how many read back whole. */
 static long long
 host_batch(const char *prefix, long long from, long long n, int *rc)
@@ -67,11 +58,11 @@ host_batch(const char *prefix, long long from, long long n, int *rc)
 	}
 	for (long long i = 0; i < n; i++) {
 		k[i].data = keys[i];
-		k[i].len = hkey(keys[i], prefix, from + i, &len);
+		k[i].len = tu_host_key(keys[i], prefix, from + i, VMAX, &len);
 	}
 	if (n && (*rc = mkv_get_batch(hpool, k, (size_t)n, 0, v, &found)) == 0)
 		for (long long i = 0; i < n; i++) {
-			hkey(keys[i], prefix, from + i, &len);
+			tu_host_key(keys[i], prefix, from + i, VMAX, &len);
 			whole += v[i].data && v[i].len == len &&
 					tu_verify(v[i].data, v[i].len, k[i].data, k[i].len) == -1;
 			if (v[i].data)
@@ -124,22 +115,15 @@ host_cmd(char *line, char *out, size_t size)
 	if (strcmp(cmd, "open") == 0) {
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
-		for (long long i = from; i < from + n && rc == 0; i++) {
-			klen = hkey(key, prefix, i, &len);
-			if ((rc = tu_put(hpool, key, klen, len)) == 0)
-				done++;
-		}
+		done = tu_host_put(hpool, prefix, from, n, VMAX, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
-		for (long long i = from; i < from + n; i++) {
-			klen = hkey(key, prefix, i, &len);
-			done += tu_check(hpool, key, klen, len) == 0;
-		}
+		done = tu_host_check(hpool, prefix, from, n, VMAX);
 	} else if (strcmp(cmd, "batch") == 0) {
 		done = host_batch(prefix, from, n, &rc);
 	} else if (strcmp(cmd, "churn") == 0) {
 		for (long long r = 0; r < n && rc == 0; r++, done++)
 			for (long long i = 0; i < from && rc == 0; i++) {
-				klen = hkey(key, prefix, i, &len);
+				klen = tu_host_key(key, prefix, i, VMAX, &len);
 				if ((rc = tu_put(hpool, key, klen, len)) == 0)
 					rc = mkv_del(hpool, key, klen);
 			}
@@ -166,7 +150,7 @@ host_cmd(char *line, char *out, size_t size)
 				if (cl[i].pid == (uint32_t)getpid() && strcmp(cl[i].node, host) != 0)
 					done = 0;
 	} else if (strcmp(cmd, "try") == 0) {
-		klen = hkey(key, prefix, from, &len);
+		klen = tu_host_key(key, prefix, from, VMAX, &len);
 		done = tu_put(hpool, key, klen, len);
 	} else if (strcmp(cmd, "get") == 0) {
 		klen = hkey(key, prefix, from, &len);

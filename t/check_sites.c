@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,16 +44,6 @@
 
 static struct mkv_pool *hpool;
 static struct mkv_view hview;
-
-/* The key and length of value i of prefix: one page at most. */
-static size_t
-hkey(char *key, const char *prefix, long long i, size_t *len)
-{
-	size_t klen = tu_key(key, prefix, (unsigned)i);
-
-	*len = tu_vlen(key, klen, 1, TU_PAGE_SIZE);
-	return klen;
-}
 
 /* One field of mkv_pool_stat() by name. */
 static int
@@ -118,7 +107,8 @@ client_field(const char *name, long long pid, long long *out)
  *                   client timeout of T ms and a lease period of L ms if
  *                   it creates it
  *   pid             this process's pid
- *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
+ *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1> (values of a page at
+ *                   most): how many succeeded
  *   check P FROM N  how many of them read back whole
  *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
  *   client F PID    client_field() F of the client PID
@@ -151,27 +141,20 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "pid") == 0) {
 		done = getpid();
 	} else if (strcmp(cmd, "put") == 0) {
-		for (long long i = from; i < from + n && rc == 0; i++) {
-			klen = hkey(key, arg, i, &len);
-			if ((rc = tu_put(hpool, key, klen, len)) == 0)
-				done++;
-		}
+		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
-		for (long long i = from; i < from + n; i++) {
-			klen = hkey(key, arg, i, &len);
-			done += tu_check(hpool, key, klen, len) == 0;
-		}
+		done = tu_host_check(hpool, arg, from, n, TU_PAGE_SIZE);
 	} else if (strcmp(cmd, "stat") == 0) {
 		rc = stat_field(arg, &done);
 	} else if (strcmp(cmd, "client") == 0) {
 		rc = client_field(arg, from, &done);
 	} else if (strcmp(cmd, "view") == 0) {
-		klen = hkey(key, arg, from, &len);
+		klen = tu_host_key(key, arg, from, TU_PAGE_SIZE, &len);
 		rc = mkv_get(hpool, key, klen, &hview);
 	} else if (strcmp(cmd, "release") == 0) {
 		rc = mkv_release(hpool, &hview);
 	} else if (strcmp(cmd, "del") == 0) {
-		klen = hkey(key, arg, from, &len);
+		klen = tu_host_key(key, arg, from, TU_PAGE_SIZE, &len);
 		rc = mkv_del(hpool, key, klen);
 	} else if (strcmp(cmd, "evict") == 0) {
 		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
@@ -228,17 +211,6 @@ hosts_end(struct tu_host *h, unsigned n)
 	}
 }
 
-/* Kill host h's process: a holder gone without a word. */
-static void
-host_kill(struct tu_host *h)
-{
-	ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
-	ck_assert_int_ne(tu_reap(h->pid, 10), 0);
-	fclose(h->to);
-	fclose(h->from);
-	h->to = h->from = NULL;
-}
-
 /*
  * The lease record: a host that only reads, and has cached the record
  * naming the first holder, reports the second holder (another host's)
@@ -253,7 +225,7 @@ START_TEST(test_a_bystander_reports_another_hosts_takeover)
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[0].pid);
 	gen = tu_host_do(&h[2], "stat generation");
-	host_kill(&h[0]);
+	tu_host_kill(&h[0]);
 	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[1], "stat holder"), h[1].pid);
 	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[1].pid);

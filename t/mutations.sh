@@ -15,13 +15,16 @@
 # the sites were caught (by default: if any was missed), 99 if a suite
 # fails twice with every site in place.
 #
-# Usage: t/mutations.sh [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+# Usage: t/mutations.sh [-f FILE] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+#   -f FILE     only the sites listed in FILE, one a line ("src/lease.c:500"),
+#               of those the suites reach (default: all they reach)
 #   -m PCT      the share of sites that must be caught (default 100)
 #   -n COUNT    only COUNT sites, a sample chosen by SEED (default: all)
 #   -s SEED     the sample's seed (default 1): the same seed, the same sites
 #   -t SECONDS  the limit on one suite's run (default 600)
-#   SUITE       programs of the build to run (default: t/check_sites
-#               t/check_hosts, the fast and deterministic suite first)
+#   SUITE       programs of the build to run (default: t/check_leasesites
+#               t/check_sites t/check_hosts, the fast and deterministic
+#               suites first)
 #
 # make check-mutations runs every site through both suites (opt-in: about
 # twenty minutes on two cores).  make check-mutations-short, part of make
@@ -33,20 +36,27 @@
 set -u
 top_builddir=${top_builddir:-.}
 count=0
+only=
 seed=1
 limit=600
 min=100
-while getopts m:n:s:t: opt; do
+while getopts f:m:n:s:t: opt; do
 	case $opt in
+	f) only=$OPTARG ;;
 	m) min=$OPTARG ;;
 	n) count=$OPTARG ;;
 	s) seed=$OPTARG ;;
 	t) limit=$OPTARG ;;
-	*) echo "usage: $0 [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2; exit 99 ;;
+	*) echo "usage: $0 [-f FILE] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2
+	   exit 99 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || set -- t/check_sites t/check_hosts
+[ $# -gt 0 ] || set -- t/check_leasesites t/check_sites t/check_hosts
+if [ -n "$only" ] && [ ! -r "$only" ]; then
+	echo "mutations: cannot read $only" >&2
+	exit 99
+fi
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mkvmut.XXXXXX") || exit 99
 trap 'rm -rf "$scratch"' EXIT
 
@@ -65,6 +75,10 @@ for suite in "$@"; do
 	sort -u "$scratch/$n.raw" >"$scratch/$n.sites"
 done
 sort -u "$scratch"/*.sites >"$scratch/all"
+if [ -n "$only" ]; then
+	sort -u "$only" | comm -12 "$scratch/all" - >"$scratch/only"
+	mv "$scratch/only" "$scratch/all"
+fi
 # a sample: the sites ordered by a checksum of the seed and their name
 if [ "$count" -gt 0 ]; then
 	while read -r site; do

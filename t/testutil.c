@@ -879,6 +879,56 @@ tu_host_answer(char *out, size_t size, const char *cmd, int rc, long long done)
 		snprintf(out, size, "= %lld", done);
 }
 
+void
+tu_host_kill(struct tu_host *h)
+{
+	ck_assert_int_eq(kill(h->pid, SIGKILL), 0);
+	ck_assert_int_ne(tu_reap(h->pid, 10), 0);
+	fclose(h->to);
+	fclose(h->from);
+	h->to = h->from = NULL;
+}
+
+size_t
+tu_host_key(char *key, const char *prefix, long long i, size_t vmax, size_t *len)
+{
+	size_t klen = tu_key(key, prefix, (unsigned)i);
+
+	*len = tu_vlen(key, klen, 1, vmax);
+	return klen;
+}
+
+long long
+tu_host_put(struct mkv_pool *pool, const char *prefix, long long from, long long n, size_t vmax,
+		int *rc)
+{
+	long long done = 0;
+	char key[64];
+	size_t klen, len;
+
+	*rc = 0;
+	for (long long i = from; i < from + n && *rc == 0; i++) {
+		klen = tu_host_key(key, prefix, i, vmax, &len);
+		if ((*rc = tu_put(pool, key, klen, len)) == 0)
+			done++;
+	}
+	return done;
+}
+
+long long
+tu_host_check(struct mkv_pool *pool, const char *prefix, long long from, long long n, size_t vmax)
+{
+	long long done = 0;
+	char key[64];
+	size_t klen, len;
+
+	for (long long i = from; i < from + n; i++) {
+		klen = tu_host_key(key, prefix, i, vmax, &len);
+		done += tu_check(pool, key, klen, len) == 0;
+	}
+	return done;
+}
+
 int
 tu_run_suite(Suite *s)
 {

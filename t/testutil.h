@@ -343,6 +343,8 @@ long long tu_host_recv(struct tu_host *h);
 #define tu_host_do(h, ...) (tu_host_send((h), __VA_ARGS__), tu_host_recv(h))
 /** End the host's process (its stdin closed): it must exit 0 within 10 s. */
 void tu_host_end(struct tu_host *h);
+/** Kill the host's process (SIGKILL, reaped within 10 s) and close its pipes: a host gone without a word.  Asserts. */
+void tu_host_kill(struct tu_host *h);
 /** The emulator's directory of a test of hosts, <tu_dir>/emu (tu_hosts_setup()). */
 extern char *tu_emu;
 /** Check fixtures: tu_setup() and tu_emu made; both undone. */
@@ -350,6 +352,21 @@ void tu_hosts_setup(void);
 void tu_hosts_teardown(void);
 /** A host's answer to command @p cmd: "= done", or "! cmd: error: message" if @p rc. */
 void tu_host_answer(char *out, size_t size, const char *cmd, int rc, long long done);
+/**
+ * Key @p i of @p prefix, as tu_key() makes it, into @p key (64 bytes); its
+ * value's length, tu_vlen() from 1 to @p vmax, in *@p len.  Its length.
+ */
+size_t tu_host_key(char *key, const char *prefix, long long i, size_t vmax, size_t *len);
+/**
+ * A host's "put P FROM N": publish keys P<FROM> .. P<FROM+N-1> of
+ * tu_host_key(), stopping at the first failure (its code in *@p rc, else
+ * 0).  How many succeeded.
+ */
+long long tu_host_put(struct mkv_pool *pool, const char *prefix, long long from, long long n,
+		size_t vmax, int *rc);
+/** A host's "check P FROM N": how many of those keys read back whole (tu_check()). */
+long long tu_host_check(struct mkv_pool *pool, const char *prefix, long long from, long long n,
+		size_t vmax);
 /** The host's side: "= ready", then cmd() for each line until stdin ends; 0. */
 int tu_host_serve(void (*cmd)(char *line, char *out, size_t size));
 

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_leasesites.c -- one stale read at a time between emulated hosts
+ * (t/hostemu.so) of a non-coherent pool, as t/check_sites.c, for the
+ * words of the lease: the lease record, the write window, client slots and
+ * their liveness.  Each test drives three hosts to a point where one host
+ * would act on an old value of a line that another host changed, and
+ * checks what it does; with the library's invalidation or flush for that
+ * line left out (HOSTEMU_SKIP, t/mutations.sh) it fails.  No spontaneous
+ * write-backs (HOSTEMU_NOISE is 0).
+ *
+ * A wrong act that shows only as time (a host that should have waited
+ * went ahead) is checked by a lower bound, which load can only lengthen.
+ * Each host is this program again (argv[1] == "--host").
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define LEASE_MS 200U
+/* many lease periods: a host that waits for a client timeout is told apart */
+#define CLIENT_TIMEOUT_MS 3000U
+/* a lease period that a test's bound on a quick takeover tells apart (ms) */
+#define LONG_LEASE "10000"
+/* and one whose quarter, the holder's round, a bound on an answer tells apart */
+#define LONGER_LEASE "40000"
+#define SLOW_CLIENT_TIMEOUT "120000"
+#define MAX_CLIENTS 3U
+#define MAX_NODES 3U
+
+/* ===================================================================== */
+/* The host process                                                      */
+
+static struct mkv_pool *hpool;
+
+/*
+ * Commands, one a line, answered "= value" or "! why":
+ *   open [L [T]]    open (creating) the pool as this host's node; a lease
+ *                   period of L ms and a client timeout of T ms if it
+ *                   creates it
+ *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
+ *   check P FROM N  how many of them read back whole
+ *   holder          the pid of the lease holder, as mkv_pool_stat() says
+ *   clients         the client slots in use, likewise
+ *   close           close the pool
+ */
+static void
+host_cmd(char *line, char *out, size_t size)
+{
+	const char *host = getenv("HOSTEMU_HOST");
+	struct tu_opts o = { .node = host, .host = host, .lease_ms = LEASE_MS,
+			.client_timeout_ms = CLIENT_TIMEOUT_MS, .max_clients = MAX_CLIENTS,
+			.max_nodes = MAX_NODES };
+	char cmd[16] = "", arg[16] = "";
+	long long from = 0, n = 0, done = 0;
+	struct mkv_stat st;
+	int rc = 0;
+
+	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
+	if (strcmp(cmd, "open") == 0) {
+		if (*arg)
+			o.lease_ms = (uint32_t)atoi(arg);
+		if (from)
+			o.client_timeout_ms = (uint32_t)from;
+		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
+	} else if (strcmp(cmd, "put") == 0) {
+		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
+	} else if (strcmp(cmd, "check") == 0) {
+		done = tu_host_check(hpool, arg, from, n, TU_PAGE_SIZE);
+	} else if (strcmp(cmd, "holder") == 0 || strcmp(cmd, "clients") == 0) {
+		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
+			done = cmd[0] == 'h' ? st.lease_holder_pid : st.clients;
+	} else if (strcmp(cmd, "close") == 0) {
+		mkv_pool_close(&hpool);
+	} else {
+		snprintf(out, size, "! unknown command %s", cmd);
+		return;
+	}
+	tu_host_answer(out, size, cmd, rc, done);
+}
+
+/* ===================================================================== */
+/* The test's side                                                       */
+
+/*
+ * Host @p name of a non-coherent pool, quiet caches, and @p extra (or NULL)
+ * in its environment; "open" with @p arg.
+ */
+static void
+host_start_with(struct tu_host *h, const char *name, const char *extra, const char *arg)
+{
+	char node[32], boot[32];
+	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", extra,
+			NULL };
+
+	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
+	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
+	tu_host_start(h, "check_leasesites", name, tu_emu, tu_path, env);
+	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+}
+
+static void
+host_start(struct tu_host *h, const char *name, const char *extra)
+{
+	host_start_with(h, name, extra, "");
+}
+
+static void
+host_close(struct tu_host *h)
+{
+	ck_assert_int_eq(tu_host_do(h, "close"), 0);
+	tu_host_end(h);
+}
+
+/*
+ * The lease record: a holder that closes clears the record; another host
+ * that looks at it next does not find the closed holder named there.
+ */
+START_TEST(test_a_holder_that_closed_is_named_by_no_other_host)
+{
+	struct tu_host h[2];
+	long long holder;
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "holder"), h[0].pid);
+	host_close(&h[0]);
+	holder = tu_host_do(&h[1], "holder");
+	ck_assert_msg(holder != h[0].pid, "h2 names the holder that closed, pid %lld", holder);
+	host_close(&h[1]);
+}
+END_TEST
+
+
+/*
+ * The bakery: a holder that closes leaves the bakery of its release with
+ * its ticket given back.  With a lease period of many seconds, a host that
+ * writes next takes the lease, which the release left free, at once; had
+ * the closed holder's ticket stayed on the device, it would wait for that
+ * node's beat to stand still for a period before it entered.
+ */
+START_TEST(test_a_holder_that_closed_leaves_no_ticket_in_the_bakery)
+{
+	struct tu_host h[2];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, LONG_LEASE);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	host_close(&h[0]);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < atoi(LONG_LEASE) / 2000.0,
+			"h2 took %.3f s to write after the holder closed", took);
+	ck_assert_int_eq(tu_host_do(&h[1], "holder"), h[1].pid);
+	host_close(&h[1]);
+}
+END_TEST
+
+/*
+ * Doorbells: a client of another host rings its node's doorbell after
+ * posting a request, and the holder, polling the other nodes' doorbells
+ * while it sleeps, answers at once.  Its rounds come a quarter lease
+ * period apart (ten seconds here): a ring that stayed in the client's
+ * host's cache would leave the second of two writes in a row waiting for
+ * the next one.
+ */
+START_TEST(test_a_forwarded_write_rings_the_holder_awake)
+{
+	struct tu_host h[2];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, LONGER_LEASE " " SLOW_CLIENT_TIMEOUT);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	for (int i = 0; i < 2; i++) {
+		t0 = tu_now();
+		ck_assert_int_eq(tu_host_do(&h[1], "put b %d 1", i), 1);
+		took = tu_now() - t0;
+		ck_assert_msg(took < atoi(LONGER_LEASE) / 8000.0,
+				"h2's write %d took %.3f s", i, took);
+	}
+	ck_assert_int_eq(tu_host_do(&h[0], "holder"), h[0].pid);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * Client slots: a client of another host that closes gives its slot up;
+ * the holder counts it gone at once, not once it is judged dead by its
+ * heartbeat a client timeout later.
+ */
+START_TEST(test_a_client_that_closed_on_another_host_is_gone_at_once)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[1], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[1]);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 2);
+	ck_assert_int_eq(tu_host_do(&h[2], "clients"), 2);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * The write window: a new holder on h2 is stopped inside the write window
+ * of its takeover (in its rebuild of the page table, the first time it
+ * reaches src/pages.c).  h3's write, forwarded to it, waits for the lease
+ * to expire and then, holding it, for the window h2 announced to close or
+ * for h2 to be dead by its client heartbeat: a client timeout at least
+ * from h3's first look, which came after h2 stopped.  Had h2's
+ * announcement stayed in its host's cache, or h3 looked at its own old
+ * copy of it, h3 would write at once, beside a holder that may still be
+ * writing.
+ */
+START_TEST(test_a_new_holder_waits_for_a_stopped_holders_write_window)
+{
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=src/pages.c:");
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "holder"), h[0].pid);
+	tu_host_kill(&h[0]);
+	/* h2's write makes it take the lease over; it stops in the take */
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_do(&h[2], "put c 0 1"), 1);
+	took = tu_now() - t0;
+	/* h3's first look may precede t0 by the time it took to see h2 stopped */
+	ck_assert_msg(took >= CLIENT_TIMEOUT_MS / 2000.0,
+			"h3 wrote %.3f s after h2 stopped inside its write window", took);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	tu_host_kill(&h[1]);
+	host_close(&h[2]);
+}
+END_TEST
+
+static Suite *
+leasesites_suite(void)
+{
+	Suite *s = suite_create("leasesites");
+	TCase *tc = tcase_create("leasesites");
+
+	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_a_holder_that_closed_is_named_by_no_other_host);
+	tcase_add_test(tc, test_a_holder_that_closed_leaves_no_ticket_in_the_bakery);
+	tcase_add_test(tc, test_a_forwarded_write_rings_the_holder_awake);
+	tcase_add_test(tc, test_a_client_that_closed_on_another_host_is_gone_at_once);
+	tcase_add_test(tc, test_a_new_holder_waits_for_a_stopped_holders_write_window);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--host") == 0)
+		return tu_host_serve(host_cmd);
+	return tu_run_suite(leasesites_suite());
+}
