@@ -153,7 +153,7 @@ host_cmd(char *line, char *out, size_t size)
 		klen = tu_host_key(key, prefix, from, VMAX, &len);
 		done = tu_put(hpool, key, klen, len);
 	} else if (strcmp(cmd, "get") == 0) {
-		klen = hkey(key, prefix, from, &len);
+		klen = tu_host_key(key, prefix, from, VMAX, &len);
 		if ((done = mkv_get(hpool, key, klen, &view)) == 0)
 			mkv_release(hpool, &view);
 	} else if (strcmp(cmd, "close") == 0) {

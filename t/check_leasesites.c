@@ -94,14 +94,7 @@ host_cmd(char *line, char *out, size_t size)
 static void
 host_start_with(struct tu_host *h, const char *name, const char *extra, const char *arg)
 {
-	char node[32], boot[32];
-	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", extra,
-			NULL };
-
-	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
-	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
-	tu_host_start(h, "check_leasesites", name, tu_emu, tu_path, env);
-	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+	tu_host_quiet(h, "check_leasesites", name, extra, arg);
 }
 
 static void

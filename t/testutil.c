@@ -1236,6 +1236,20 @@ tu_host_start(struct tu_host *h, const char *prog, const char *name, const char 
 }
 
 void
+tu_host_quiet(struct tu_host *h, const char *prog, const char *name, const char *extra,
+		const char *arg)
+{
+	char node[32], boot[32];
+	const char *env[] = { node, boot, "TU_COHERENCE=noncoherent", "HOSTEMU_NOISE=0", extra,
+			NULL };
+
+	snprintf(node, sizeof(node), "MARUKV_NODE=%s", name);
+	snprintf(boot, sizeof(boot), "MARUKV_BOOT_ID=%s", name);
+	tu_host_start(h, prog, name, tu_emu, tu_path, env);
+	ck_assert_int_eq(tu_host_do(h, "open %s", arg), 0);
+}
+
+void
 tu_host_send(struct tu_host *h, const char *fmt, ...)
 {
 	va_list ap;

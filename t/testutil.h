@@ -336,6 +336,13 @@ struct tu_host {
 /** Start it; it has said "= ready" when this returns.  Asserts. */
 void tu_host_start(struct tu_host *h, const char *prog, const char *name, const char *emu_dir,
 		const char *pool, const char *const *env);
+/**
+ * A host of node @p name with a boot id of its own, on tu_emu and tu_path,
+ * a non-coherent pool and quiet caches, @p extra (or NULL) added to its
+ * environment, and the pool opened there by "open @p arg".
+ */
+void tu_host_quiet(struct tu_host *h, const char *prog, const char *name, const char *extra,
+		const char *arg);
 void tu_host_send(struct tu_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** The answer to the command sent last: its value; "!" or the end of the host fails the test. */
 long long tu_host_recv(struct tu_host *h);
