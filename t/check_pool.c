@@ -597,18 +597,26 @@ host_base(const char *name)
 }
 
 /* In a child, as another host (MARUKV_LOCK_DIR @p base, node "b"): publish "b", read "a". */
+/*
+ * A child for tu_child_start(), forked before the parent opens the pool (a
+ * fork of a process with the service thread running would leave a child
+ * that sanitizers refuse): on command 'g', it opens the pool with the lock
+ * directory's base @p arg, puts "b" and reads "a"; event 'd' once done.
+ */
 static int
-other_host_uses(const char *base)
+other_host_uses(int cmd, int ev, void *arg)
 {
 	struct tu_opts o = { .coherence = MKV_NONCOHERENT, .max_nodes = 2, .node = "b" };
 	struct mkv_pool *pool;
 
-	if (setenv("MARUKV_LOCK_DIR", base, 1) < 0 || tu_open(tu_path, 0, &o, &pool) != 0)
+	if (tu_read_byte(cmd, 60) != 'g')
+		return 3;
+	if (setenv("MARUKV_LOCK_DIR", arg, 1) < 0 || tu_open(tu_path, 0, &o, &pool) != 0)
 		return 1;
 	if (tu_put(pool, "b", 1, 5000) != 0 || tu_check(pool, "a", 1, 5000) != 0)
 		return 2;
 	mkv_pool_close(&pool);
-	return 0;
+	return tu_write_byte(ev, 'd') ? 4 : 0;
 }
 
 /*
@@ -623,10 +631,11 @@ START_TEST(test_noncoherent_lock_file_is_each_hosts_own)
 	struct tu_opts o = { .coherence = MKV_NONCOHERENT, .max_nodes = 2, .node = "a" };
 	char *a = host_base("host-a"), *b = host_base("host-b"), *da, *db, *f;
 	char *reg = pool_file("registry.mdb");
+	struct tu_child c = TU_CHILD_NONE;
 	struct stat st, rst;
 	struct mkv_pool *pool;
-	pid_t pid;
 
+	tu_child_start(&c, other_host_uses, b);
 	ck_assert_int_eq(setenv("MARUKV_LOCK_DIR", a, 1), 0);
 	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
 	TU_OK(tu_put(pool, "a", 1, 5000));
@@ -647,11 +656,9 @@ START_TEST(test_noncoherent_lock_file_is_each_hosts_own)
 			st.st_ino == rst.st_ino, "%s: not a link to the pool's registry.mdb", f);
 	free(f);
 
-	pid = tu_fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		_exit(other_host_uses(b));
-	ck_assert_int_eq(tu_wait_for(pid, 60), 0);
+	ck_assert_int_eq(tu_write_byte(c.cmd, 'g'), 0);
+	tu_child_expect(&c, "the other host", 'd', 60);
+	tu_child_end(&c);
 	ck_assert_int_eq(tu_check(pool, "b", 1, 5000), 0);
 	db = tu_lockdir(b, pool);
 	ck_assert_int_ge(asprintf(&f, "%s/registry.mdb-lock", db), 0);
