@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +435,34 @@ START_TEST(test_a_holder_answers_another_host_at_once)
 }
 END_TEST
 
+/*
+ * The answers: a holder stopped right after it wrote the answer to
+ * another host's request, before it counts it, has answered: the client
+ * gets its answer while the holder stays stopped (a lease of a minute: no
+ * other host takes over meanwhile).
+ */
+START_TEST(test_a_holder_stopped_right_after_answering_has_answered)
+{
+	struct tu_host h[2];
+	char arg[32];
+	int came;
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=ring.c:answers_counted", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* one request (a put is two: a grant, then the publish) */
+	tu_host_send(&h[1], "del a 0");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	came = tu_host_ready(&h[1], 10);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_msg(came, "h2 got no answer from the holder stopped after answering");
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 0 1"), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -451,6 +480,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
 	tcase_add_test(tc, test_a_host_counts_the_pages_another_hosts_holder_moved);
 	tcase_add_test(tc, test_a_holder_publishes_what_another_host_asked);
+	tcase_add_test(tc, test_a_holder_stopped_right_after_answering_has_answered);
 	suite_add_tcase(s, tc);
 	/*
 	 * With a one-minute lease, a request whose doorbell never reaches the

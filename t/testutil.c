@@ -1382,3 +1382,16 @@ tu_env(const char *name, unsigned def)
 
 	return v && *v ? (unsigned)strtoul(v, NULL, 0) : def;
 }
+
+int
+tu_host_ready(struct tu_host *h, double secs)
+{
+	struct pollfd pfd = { .fd = fileno(h->from), .events = POLLIN };
+	double end = tu_now() + secs;
+	int n;
+
+	do {
+		n = poll(&pfd, 1, 100);
+	} while ((n == 0 || (n < 0 && errno == EINTR)) && tu_now() < end);
+	return n > 0;
+}

@@ -348,6 +348,8 @@ void tu_host_send(struct tu_host *h, const char *fmt, ...) __attribute__((format
 long long tu_host_recv(struct tu_host *h);
 /** One command, answered. */
 #define tu_host_do(h, ...) (tu_host_send((h), __VA_ARGS__), tu_host_recv(h))
+/** Whether the answer to the command sent last has come within @p secs (1) or not (0); it stays to be read. */
+int tu_host_ready(struct tu_host *h, double secs);
 /** End the host's process (its stdin closed): it must exit 0 within 10 s. */
 void tu_host_end(struct tu_host *h);
 /** Kill the host's process (SIGKILL, reaped within 10 s) and close its pipes: a host gone without a word.  Asserts. */
