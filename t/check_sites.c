@@ -111,6 +111,7 @@ client_field(const char *name, long long pid, long long *out)
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1> (values of a page at
  *                   most): how many succeeded
  *   check P FROM N  how many of them read back whole
+ *   large P I N     publish key P<I> with a value of N pages: 1
  *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
  *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
@@ -145,6 +146,9 @@ host_cmd(char *line, char *out, size_t size)
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
 		done = tu_host_check(hpool, arg, from, n, TU_PAGE_SIZE);
+	} else if (strcmp(cmd, "large") == 0) {
+		klen = tu_host_key(key, arg, from, TU_PAGE_SIZE, &len);
+		done = (rc = tu_put(hpool, key, klen, (size_t)n * TU_PAGE_SIZE)) == 0;
 	} else if (strcmp(cmd, "stat") == 0) {
 		rc = stat_field(arg, &done);
 	} else if (strcmp(cmd, "client") == 0) {
@@ -463,6 +467,57 @@ START_TEST(test_a_holder_stopped_right_after_answering_has_answered)
 }
 END_TEST
 
+/*
+ * The clock of ages as a commit leaves it: values read on another host
+ * right after one value of half the pool moved the clock by 64 ticks are
+ * dated by the clock as that commit left it, younger than that value,
+ * which eviction takes alone.  The reader opens after that value was
+ * published, so that its hint is in the reader's copy of the hints.
+ */
+START_TEST(test_a_read_right_after_a_commit_is_dated_by_it)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "large c 0 %llu", DATA_PAGES / 2), 1);
+	host_start(&h[1], "h2");
+	host_start(&h[2], "h3");
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "evict 59"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 %u", KEYS), KEYS);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * Capped access hints: a value read on another host right after the
+ * holder capped the hints of it and its unread neighbours (at tick 192,
+ * those more than 160 ticks old) is the young one when the holder next
+ * sweeps, which takes old neighbours instead.  Six values of a quarter of
+ * the pool, each deleted, move the clock 192 ticks; the value read is the
+ * first the hand comes to.
+ */
+START_TEST(test_a_read_beside_capped_hints_survives_eviction)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put z 0 %u", KEYS), KEYS);
+	host_start(&h[1], "h2");
+	host_start(&h[2], "h3");
+	for (unsigned i = 0; i < 6; i++) {
+		ck_assert_int_eq(tu_host_do(&h[0], "large c %u %llu", i, DATA_PAGES / 4), 1);
+		ck_assert_int_eq(tu_host_do(&h[0], "del c %u", i), 0);
+	}
+	ck_assert_int_eq(tu_host_do(&h[1], "check z 0 1"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict 99"), 0);
+	ck_assert_int_eq(tu_host_do(&h[2], "check z 0 1"), 1);
+	ck_assert_int_lt(tu_host_do(&h[2], "check z 1 %u", KEYS - 1), KEYS - 1);
+	hosts_end(h, 3);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -481,6 +536,8 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_host_counts_the_pages_another_hosts_holder_moved);
 	tcase_add_test(tc, test_a_holder_publishes_what_another_host_asked);
 	tcase_add_test(tc, test_a_holder_stopped_right_after_answering_has_answered);
+	tcase_add_test(tc, test_a_read_right_after_a_commit_is_dated_by_it);
+	tcase_add_test(tc, test_a_read_beside_capped_hints_survives_eviction);
 	suite_add_tcase(s, tc);
 	/*
 	 * With a one-minute lease, a request whose doorbell never reaches the
