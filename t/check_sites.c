@@ -45,6 +45,7 @@
 
 static struct mkv_pool *hpool;
 static struct mkv_view hview;
+static struct mkv_buf hbuf;
 
 /* One field of mkv_pool_stat() by name. */
 static int
@@ -69,6 +70,8 @@ stat_field(const char *name, long long *out)
 		*out = (long long)st.hits;
 	else if (strcmp(name, "quarantined") == 0)
 		*out = (long long)st.pages_quarantined;
+	else if (strcmp(name, "granted") == 0)
+		*out = (long long)st.pages_granted;
 	else
 		return -EINVAL;
 	return 0;
@@ -104,15 +107,17 @@ client_field(const char *name, long long pid, long long *out)
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open [T [L]]    open (creating) the pool as this host's node; a
- *                   client timeout of T ms and a lease period of L ms if
- *                   it creates it
+ *   open [T [L [C]]] open (creating) the pool as this host's node; a
+ *                   client timeout of T ms, a lease period of L ms and C
+ *                   client slots if it creates it
  *   pid             this process's pid
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1> (values of a page at
  *                   most): how many succeeded
  *   check P FROM N  how many of them read back whole
  *   large P I N     publish key P<I> with a value of N pages: 1
- *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits
+ *   alloc N         mkv_alloc() a buffer of N pages and keep it: 0
+ *   stat FIELD      holder (pid), generation, nodes, clients, used, quarantined
+ *                   or granted pages, hits
  *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
  *   view P I        get P<I> and keep the view: 0
@@ -139,6 +144,8 @@ host_cmd(char *line, char *out, size_t size)
 			o.client_timeout_ms = (uint32_t)atoi(arg);
 		if (from)
 			o.lease_ms = (uint32_t)from;
+		if (n)
+			o.max_clients = (uint32_t)n;
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "pid") == 0) {
 		done = getpid();
@@ -153,6 +160,8 @@ host_cmd(char *line, char *out, size_t size)
 		rc = stat_field(arg, &done);
 	} else if (strcmp(cmd, "client") == 0) {
 		rc = client_field(arg, from, &done);
+	} else if (strcmp(cmd, "alloc") == 0) {
+		rc = mkv_alloc(hpool, (size_t)atoi(arg) * TU_PAGE_SIZE, &hbuf);
 	} else if (strcmp(cmd, "view") == 0) {
 		klen = tu_host_key(key, arg, from, TU_PAGE_SIZE, &len);
 		rc = mkv_get(hpool, key, klen, &hview);
@@ -518,6 +527,41 @@ START_TEST(test_a_read_beside_capped_hints_survives_eviction)
 }
 END_TEST
 
+/*
+ * The page table a new holder rebuilt: a process killed with pages granted
+ * leaves them to a new holder of its host, which takes them back when it
+ * rebuilds the table (it knows the process dead); a host that opens right
+ * after counts them free, as the new holder does.  A lease of a minute:
+ * the new holder's first reclamation pass, which would write its table
+ * back as well, is that far away.  The other host closes first: the last
+ * one to close is the holder, and the dead process's claim stands for
+ * another host until the client timeout of two minutes.
+ */
+START_TEST(test_a_new_holder_frees_a_dead_writers_pages_for_every_host)
+{
+	struct tu_host h[3];
+	char arg[32];
+
+	/* two processes of h1 (h[0] and h[2]): a slot each */
+	snprintf(arg, sizeof(arg), "%u %u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS,
+			2 * MAX_CLIENTS);
+	host_start_with(&h[0], "h1", arg);
+	host_start(&h[2], "h1");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "alloc 32"), 0);
+	ck_assert_int_ge(tu_host_do(&h[0], "stat granted"), 32);
+	tu_host_kill(&h[0]);
+	/* one request, no grant: the table as rebuilt, and a's pages quarantined */
+	ck_assert_int_eq(tu_host_do(&h[2], "del a 0"), 0);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[1], "stat granted"), 0);
+	/* asked last: its own count writes the table back */
+	ck_assert_int_eq(tu_host_do(&h[2], "stat holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "stat granted"), 0);
+	hosts_end(h, 3);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -538,6 +582,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_holder_stopped_right_after_answering_has_answered);
 	tcase_add_test(tc, test_a_read_right_after_a_commit_is_dated_by_it);
 	tcase_add_test(tc, test_a_read_beside_capped_hints_survives_eviction);
+	tcase_add_test(tc, test_a_new_holder_frees_a_dead_writers_pages_for_every_host);
 	suite_add_tcase(s, tc);
 	/*
 	 * With a one-minute lease, a request whose doorbell never reaches the
