@@ -562,6 +562,50 @@ START_TEST(test_a_new_holder_frees_a_dead_writers_pages_for_every_host)
 }
 END_TEST
 
+/*
+ * The client slots' counters: a host that counted the hits before
+ * another host read counts that host's hits after.
+ */
+START_TEST(test_a_host_counts_another_hosts_hits)
+{
+	struct tu_host h[3];
+
+	hosts_start(h, 3);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "stat hits"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "stat hits"), KEYS);
+	hosts_end(h, 3);
+}
+END_TEST
+
+/*
+ * A view of a client that opened on another host after the holder took
+ * the lease (and last looked at the client slots), with a lease of a
+ * minute (no reclamation pass in between, which looks at every slot) and
+ * no request of that client's (whose owner word the holder would look at):
+ * the holder, whose commits go by, keeps the value the view shows,
+ * deleted, in quarantine.
+ */
+START_TEST(test_a_view_of_a_client_that_came_after_the_holder_holds)
+{
+	struct tu_host h[2];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	host_start_with(&h[0], "h1", arg);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[1], "view a 0"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "del a 0"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put c 1 1"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "stat quarantined"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "release"), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
 static Suite *
 sites_suite(void)
 {
@@ -583,6 +627,8 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_read_right_after_a_commit_is_dated_by_it);
 	tcase_add_test(tc, test_a_read_beside_capped_hints_survives_eviction);
 	tcase_add_test(tc, test_a_new_holder_frees_a_dead_writers_pages_for_every_host);
+	tcase_add_test(tc, test_a_host_counts_another_hosts_hits);
+	tcase_add_test(tc, test_a_view_of_a_client_that_came_after_the_holder_holds);
 	suite_add_tcase(s, tc);
 	/*
 	 * With a one-minute lease, a request whose doorbell never reaches the
