@@ -72,7 +72,8 @@ free_list(struct mkv_pool *p, MDB_txn *t)
 	r->wl_nnext = 0;
 	if ((rc = mkv_reg_free_each(p, t, collect, r)))
 		return rc;
-	qsort(r->wl_next, r->wl_nnext, sizeof(*r->wl_next), cmp_pgno);
+	if (r->wl_nnext > 1)
+		qsort(r->wl_next, r->wl_nnext, sizeof(*r->wl_next), cmp_pgno);
 	return 0;
 }
 
