@@ -759,6 +759,7 @@ START_TEST(test_the_page_log_names_every_page_a_commit_changed)
 	ck_assert(before && after && (log = malloc(logsize)));
 	ck_assert_int_ge(asprintf(&path, "%s/pool", tu_dir), 0);
 	ck_assert_int_eq(tu_open(path, MKV_CREATE, &o, &pool), 0);
+	free(path);
 	rfd = reg_fd();
 	ck_assert_int_ge(asprintf(&path, "%s/pool/super", tu_dir), 0);
 	ck_assert_int_ge(sfd = open(path, O_RDONLY), 0);
