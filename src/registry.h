@@ -60,11 +60,12 @@ struct mkv_registry {
 	uint64_t held_scan_ns;   /* when the readers' snaps were last read */
 	bool held_wait;          /* not yet seen every reader at the first or later */
 	/*
-	 * a holder's free list of snapshot wl_id, ascending, and that
-	 * snapshot's last page; the next one's while it is read (regwlog.c)
+	 * a holder's free list of snapshot wl_id and that snapshot's last
+	 * page; the next one's while it is read; a bitmap of pages and the
+	 * pages that left the list, while the two are compared (regwlog.c)
 	 */
-	uint64_t *wl_free, *wl_next;
-	size_t wl_nfree, wl_capfree, wl_nnext, wl_capnext;
+	uint64_t *wl_free, *wl_next, *wl_bits, *wl_left;
+	size_t wl_nfree, wl_capfree, wl_nnext, wl_capnext, wl_nbits, wl_capleft;
 	uint64_t wl_id, wl_last;
 };
 

@@ -62,19 +62,12 @@ collect(void *arg, size_t n, const char *pgnos)
 	return 0;
 }
 
-/* The pages on the free list of snapshot t, ascending, into r->wl_next. */
+/* The pages on the free list of snapshot t, as LMDB lists them, into r->wl_next. */
 static int
 free_list(struct mkv_pool *p, MDB_txn *t)
 {
-	struct mkv_registry *r = p->reg;
-	int rc;
-
-	r->wl_nnext = 0;
-	if ((rc = mkv_reg_free_each(p, t, collect, r)))
-		return rc;
-	if (r->wl_nnext > 1)
-		qsort(r->wl_next, r->wl_nnext, sizeof(*r->wl_next), cmp_pgno);
-	return 0;
+	p->reg->wl_nnext = 0;
+	return mkv_reg_free_each(p, t, collect, p->reg);
 }
 
 struct ranges {
@@ -105,22 +98,54 @@ all:
 	return false;
 }
 
-/* What left the old free list, then what lies past the old last page. */
-static void
-written(const struct mkv_registry *r, uint64_t last, struct ranges *s)
+/*
+ * What left the old free list, then what lies past the old last page:
+ * the new list marked in a bitmap of the pages up to last (a list is a
+ * few hundred pages, a commit takes a few of them), the pages of the old
+ * one not marked sorted.  False if out of memory.
+ */
+static bool
+written(struct mkv_registry *r, uint64_t last, struct ranges *s)
 {
-	size_t j = 0;
+	size_t words = last / 64 + 1, nleft = 0;
 
+	if (words > r->wl_nbits) {
+		uint64_t *b = realloc(r->wl_bits, words * sizeof(*b));
+
+		if (!b)
+			return false;
+		memset(b + r->wl_nbits, 0, (words - r->wl_nbits) * sizeof(*b));
+		r->wl_bits = b;
+		r->wl_nbits = words;
+	}
+	if (r->wl_capleft < r->wl_nfree) {
+		uint64_t *a = realloc(r->wl_left, r->wl_nfree * sizeof(*a));
+
+		if (!a)
+			return false;
+		r->wl_left = a;
+		r->wl_capleft = r->wl_nfree;
+	}
+	for (size_t i = 0; i < r->wl_nnext; i++)
+		if (r->wl_next[i] <= last)
+			r->wl_bits[r->wl_next[i] / 64] |= 1ULL << (r->wl_next[i] % 64);
 	for (size_t i = 0; i < r->wl_nfree; i++) {
 		uint64_t pg = r->wl_free[i];
 
-		while (j < r->wl_nnext && r->wl_next[j] < pg)
-			j++;
-		if ((j == r->wl_nnext || r->wl_next[j] != pg) && !ranges_add(s, pg, 1))
-			return;
+		if (pg > last || !(r->wl_bits[pg / 64] & (1ULL << (pg % 64))))
+			r->wl_left[nleft++] = pg;
 	}
+	for (size_t i = 0; i < r->wl_nnext; i++)
+		if (r->wl_next[i] <= last)
+			r->wl_bits[r->wl_next[i] / 64] = 0;
+	if (nleft > 1)
+		qsort(r->wl_left, nleft, sizeof(*r->wl_left), cmp_pgno);
+	for (size_t i = 0; i < nleft; i++)
+		if (!ranges_add(s, r->wl_left[i], 1))
+			return true;
 	if (last > r->wl_last)
 		ranges_add(s, r->wl_last + 1, last - r->wl_last);
+	return true;
 }
 
 /*
@@ -144,7 +169,8 @@ mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id)
 	}
 	if (known && r->wl_id && r->wl_id + 1 == id) {
 		s.n = 0;
-		written(r, info.me_last_pgno, &s);
+		if (!written(r, info.me_last_pgno, &s))
+			s.n = MKV_WLOG_ALL;
 	}
 	mkv_share_store(p, &w->txn, 0);
 	w->n = s.n;
@@ -214,7 +240,10 @@ mkv_reg_wlog_fini(struct mkv_registry *r)
 {
 	free(r->wl_free);
 	free(r->wl_next);
-	r->wl_free = r->wl_next = NULL;
-	r->wl_nfree = r->wl_nnext = r->wl_capfree = r->wl_capnext = 0;
+	free(r->wl_left);
+	free(r->wl_bits);
+	r->wl_free = r->wl_next = r->wl_left = r->wl_bits = NULL;
+	r->wl_nfree = r->wl_nnext = r->wl_capfree = r->wl_capnext = r->wl_capleft = 0;
+	r->wl_nbits = 0;
 	r->wl_id = 0;
 }
