@@ -170,7 +170,14 @@ struct mkv_stat {
 	uint32_t gid;             /**< the pool's group when mode is 0660, else 0 */
 	uint32_t coherence;       /**< enum mkv_coherence of the pool's memory */
 	uint32_t reserved32_;
-	uint64_t reserved_[2];
+	/**
+	 * Non-coherent pools (0 otherwise): this handle's moves to a newer
+	 * registry snapshot that dropped from its host's caches only the pages
+	 * the lease holder logged as written since, and those that dropped
+	 * every page in use (the first, and any after the log ran past).
+	 */
+	uint64_t registry_fresh_logged;
+	uint64_t registry_fresh_whole;
 };
 
 /** What backs a pool's data arena. */

@@ -1357,7 +1357,8 @@ Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
 	    PUT_U(d, &st, client_timeout_ms) || PUT_S(d, &st, dax_device) ||
 	    PUT_U(d, &st, dax_align) || PUT_U(d, &st, low_watermark) ||
 	    PUT_U(d, &st, high_watermark) || PUT_U(d, &st, max_nodes) ||
-	    PUT_U(d, &st, nodes) || PUT_U(d, &st, mode) || PUT_U(d, &st, gid))
+	    PUT_U(d, &st, nodes) || PUT_U(d, &st, mode) || PUT_U(d, &st, gid) ||
+	    PUT_U(d, &st, registry_fresh_logged) || PUT_U(d, &st, registry_fresh_whole))
 		Py_CLEAR(d);
 	return d;
 }

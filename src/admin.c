@@ -75,6 +75,7 @@ registry_stat(struct mkv_pool *p, struct mkv_stat *st)
 	st->high_watermark = (uint32_t)wm_high;
 	st->registry_size = p->sb->registry_size;
 	st->registry_used = mkv_reg_used(p);
+	mkv_reg_fresh_counts(p, &st->registry_fresh_logged, &st->registry_fresh_whole);
 	return 0;
 }
 

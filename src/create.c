@@ -51,7 +51,9 @@ mkv_create_layout(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
 	sb->pt_off = off;
 	off = align_up(off + nr_pages * sizeof(uint64_t), MKV_SUPER_ALIGN);
 	sb->hint_off = off;
-	sb->super_size = align_up(off + nr_pages, MKV_SUPER_ALIGN);
+	off = align_up(off + nr_pages, MKV_SUPER_ALIGN);
+	sb->wlog_off = off;
+	sb->super_size = off + MKV_WLOG_RECS * sizeof(struct mkv_wlog);
 }
 
 /* Preallocate so that a full filesystem fails now, not with SIGBUS later. */

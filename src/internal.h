@@ -160,6 +160,7 @@ struct mkv_pool {
 	struct mkv_rq *rqs;
 	uint64_t *pt;
 	uint8_t *hints;
+	struct mkv_wlog *wlog;  /* super's log of registry pages written (regwlog.c) */
 	uint8_t *arena;
 	uint64_t page_size, nr_pages;
 	unsigned page_shift;
@@ -348,6 +349,7 @@ int mkv_reg_readers_caught_up(struct mkv_pool *p);
 uint64_t mkv_reg_txn_id(struct mkv_txn *txn);
 uint64_t mkv_reg_last_txn(struct mkv_pool *p);
 uint64_t mkv_reg_used(struct mkv_pool *p);
+void mkv_reg_fresh_counts(struct mkv_pool *p, uint64_t *logged, uint64_t *whole);
 int mkv_reg_full(struct mkv_pool *p, bool *full);
 int mkv_reg_reader_check(struct mkv_pool *p);
 /* regtable.c: the tables */

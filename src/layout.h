@@ -22,6 +22,8 @@
  *   pt_off                 nr_pages x uint64_t page states, by the holder
  *   hint_off               nr_pages x uint8_t access hints, by readers: the
  *                          tick when a value's first page was last read
+ *   wlog_off               MKV_WLOG_RECS x struct mkv_wlog, by the holder:
+ *                          the registry pages each recent commit wrote
  *
  * Open-file-description locks on bytes of super, which guard nothing in
  * those bytes (and may lie past its end):
@@ -42,7 +44,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 10U
+#define MKV_FORMAT_VERSION 11U
 #define MKV_RQ_DEPTH 8U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -73,6 +75,7 @@ struct mkv_super {
 	uint64_t rq_off;
 	uint64_t pt_off;
 	uint64_t hint_off;
+	uint64_t wlog_off;
 	uint32_t max_clients;
 	uint32_t slot_size;
 	uint32_t max_nodes;
@@ -84,8 +87,8 @@ struct mkv_super {
 	uint64_t ctime;        /* creation, seconds since the epoch */
 	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
 };
-static_assert(sizeof(struct mkv_super) == 168, "mkv_super is fixed-width");
-static_assert(offsetof(struct mkv_super, csum) == 160, "csum is last");
+static_assert(sizeof(struct mkv_super) == 176, "mkv_super is fixed-width");
+static_assert(offsetof(struct mkv_super, csum) == 168, "csum is last");
 
 /*
  * The lease record.  Changed only inside the bakery's critical section
@@ -229,6 +232,26 @@ struct mkv_rq {
 };
 static_assert(sizeof(struct mkv_rq) == 640, "mkv_rq is fixed-width");
 static_assert(offsetof(struct mkv_rq, done) == 576, "holder's line");
+
+/*
+ * The registry pages a commit wrote, for readers on hosts without coherence
+ * to invalidate (regwlog.c): record txn % MKV_WLOG_RECS.  The holder clears
+ * txn, writes the ranges, then txn, each written back before the next; a
+ * reader takes a record whose txn reads the same before and after its
+ * ranges.  n == MKV_WLOG_ALL: the pages are not known (too many ranges, or
+ * a holder that did not see the commit before), every page may have changed.
+ */
+#define MKV_WLOG_RECS 32U
+#define MKV_WLOG_RANGES 120U
+#define MKV_WLOG_ALL UINT32_MAX
+struct mkv_wlog {
+	uint64_t txn;          /* the registry txn whose pages these are; 0 while written */
+	uint32_t n;            /* ranges below, or MKV_WLOG_ALL */
+	uint32_t reserved0;
+	uint64_t reserved[6];
+	uint32_t range[MKV_WLOG_RANGES][2];  /* first page, pages: ascending, apart */
+};
+static_assert(sizeof(struct mkv_wlog) == 16 * MKV_CACHELINE, "sixteen cachelines");
 
 #define MKV_SLOT_PID(o) ((uint32_t)((o) & 0xffffffffU))
 #define MKV_SLOT_INC(o) ((uint32_t)((o) >> 32))

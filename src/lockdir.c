@@ -62,9 +62,11 @@ lockdir_path(struct mkv_pool *p, const uint8_t uuid[16], char **path)
 
 /*
  * The directory's owner, mode and group, against the pool's directory
- * (`pool`): owned by us or by the pool's owner, no permission the pool's
- * directory lacks (so writable by its owner alone), and a group's access
- * only for the pool's group (`group`, -1 if it has none).
+ * (`pool`): owned by us, by the pool's owner, or (a pool with a group) by
+ * whichever member of the pool's group opened the pool first on this host,
+ * which only a member (or root) can give to that group; no permission the
+ * pool's directory lacks (so writable by its owner alone), and a group's
+ * access only for the pool's group (`group`, -1 if it has none).
  */
 static int
 lockdir_owner_check(struct mkv_pool *p, const char *path, const struct stat *st,
@@ -72,9 +74,10 @@ lockdir_owner_check(struct mkv_pool *p, const char *path, const struct stat *st,
 {
 	mode_t mode = st->st_mode & 07777, allowed = pool->st_mode & 0750;
 
-	if (st->st_uid != geteuid() && st->st_uid != pool->st_uid)
+	if (st->st_uid != geteuid() && st->st_uid != pool->st_uid &&
+	    (group == (gid_t)-1 || st->st_gid != group))
 		return mkv_err(MKV_E_PERM,
-				"pool %s: lock directory %s belongs to uid %u, neither this user nor the pool's owner: refusing it",
+				"pool %s: lock directory %s belongs to uid %u, neither this user nor the pool's owner nor its group: refusing it",
 				p->path, path, (unsigned)st->st_uid);
 	if (mode & ~allowed)
 		return mkv_err(MKV_E_PERM,

@@ -142,7 +142,8 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	mkv_create_layout(&want, sb->page_size, sb->nr_pages, sb->max_clients, sb->max_nodes);
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
 	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
-	    want.hint_off != sb->hint_off || want.state_off != sb->state_off ||
+	    want.hint_off != sb->hint_off || want.wlog_off != sb->wlog_off ||
+	    want.state_off != sb->state_off ||
 	    want.nodes_off != sb->nodes_off || want.rq_off != sb->rq_off ||
 	    want.max_nodes != sb->max_nodes || want.rq_depth != sb->rq_depth ||
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
@@ -206,6 +207,7 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	p->rqs = (struct mkv_rq *)((char *)p->super.addr + hdr->rq_off);
 	p->pt = (uint64_t *)((char *)p->super.addr + hdr->pt_off);
 	p->hints = (uint8_t *)p->super.addr + hdr->hint_off;
+	p->wlog = (struct mkv_wlog *)((char *)p->super.addr + hdr->wlog_off);
 	p->arena = p->data.addr;
 	/* a regular file: tmpfs, or DAX if libpmem2 flushes cache lines */
 	if (p->backing == MKV_BACKING_FILE) {

@@ -514,6 +514,7 @@ mkv_reg_close(struct mkv_pool *p)
 		pthread_mutex_destroy(&p->reg->lock);
 	}
 	mkv_reg_snap_fini(p);
+	mkv_reg_wlog_fini(p->reg);
 	if (p->reg->env)
 		mdb_env_close(p->reg->env);
 	if (p->reg->shadow)

@@ -2,9 +2,10 @@
 /*
  * registry.h -- private to the registry module (registry.c: the LMDB
  * environment; regtxn.c: its transactions; regsnap.c: its snapshots
- * between hosts; regtable.c: the tables and their formats; regcheck.c:
- * the file's structure, read before LMDB trusts it).
- * Only these five files include lmdb.h: the rest of the library asks
+ * between hosts; regwlog.c: the pages each commit wrote; regtable.c: the
+ * tables and their formats; regcheck.c: the file's structure, read before
+ * LMDB trusts it).
+ * Only these six files include lmdb.h: the rest of the library asks
  * them through internal.h's mkv_reg_* calls, and holds a registry txn as
  * a struct mkv_txn.
  */
@@ -33,6 +34,7 @@ struct mkv_registry {
 	const char *shadow;
 	size_t shadow_size;
 	uint64_t fresh_txn;
+	uint64_t fresh_logged, fresh_whole;  /* moves to newer snapshots, by how (mkv_stat) */
 	uint64_t metas_seen;     /* the newest meta's id when the metas were last invalidated whole */
 	/* and this host's LMDB lock file, where we advance the last txn id,
 	 * in this host's directory of the pool (lockdir.c) */
@@ -57,6 +59,14 @@ struct mkv_registry {
 	uint64_t held_gen;       /* the lease generation they were taken under */
 	uint64_t held_scan_ns;   /* when the readers' snaps were last read */
 	bool held_wait;          /* not yet seen every reader at the first or later */
+	/*
+	 * a holder's free list of snapshot wl_id and that snapshot's last
+	 * page; the next one's while it is read; a bitmap of pages and the
+	 * pages that left the list, while the two are compared (regwlog.c)
+	 */
+	uint64_t *wl_free, *wl_next, *wl_bits, *wl_left;
+	size_t wl_nfree, wl_capfree, wl_nnext, wl_capnext, wl_nbits, wl_capleft;
+	uint64_t wl_id, wl_last;
 };
 
 /*
@@ -95,6 +105,8 @@ void mkv_reg_fresh_pages(struct mkv_pool *p, uint64_t last_pgno);
 void mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn);
 /* 0 if LMDB's answer @p v lies inside its map (or a write txn's own pages), else MKV_E_CORRUPT */
 int mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what);
+int mkv_reg_free_each(struct mkv_pool *p, MDB_txn *txn,
+		int (*fn)(void *arg, size_t n, const char *pgnos), void *arg);
 
 /* regsnap.c */
 int mkv_reg_snap_init(struct mkv_pool *p);
@@ -104,6 +116,11 @@ int mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t, bool fresh);
 void mkv_reg_snap_leave(struct mkv_pool *p, uint64_t id);
 int mkv_reg_floor(struct mkv_pool *p);
 void mkv_reg_floor_add(struct mkv_pool *p);
+
+/* regwlog.c */
+void mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id);
+bool mkv_reg_wlog_fresh(struct mkv_pool *p, uint64_t from, uint64_t to, uint64_t last);
+void mkv_reg_wlog_fini(struct mkv_registry *r);
 
 /* regcheck.c: whether registry.mdb is a sound LMDB file, read with pread only */
 struct mkv_regcheck {

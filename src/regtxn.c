@@ -75,6 +75,8 @@ mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what
 			p->path, what);
 }
 
+static void fresh_to(struct mkv_pool *p, uint64_t id);
+
 /*
  * A registry write txn, for the lease holder.  Only a holder writes, but a
  * holder that was stopped inside a txn keeps LMDB's write mutex, and a
@@ -104,13 +106,7 @@ mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
 		return mkv_reg_err(rc, "registry: write txn");
 	}
 	/* a write txn's snapshot is its parent: the txn before its own id */
-	if (p->reg->shadow && __atomic_load_n(&p->reg->fresh_txn, __ATOMIC_ACQUIRE) != mdb_txn_id(t) - 1) {
-		MDB_envinfo info;
-
-		mdb_env_info(p->reg->env, &info);
-		mkv_reg_fresh_pages(p, info.me_last_pgno);
-		__atomic_store_n(&p->reg->fresh_txn, mdb_txn_id(t) - 1, __ATOMIC_RELEASE);
-	}
+	fresh_to(p, mdb_txn_id(t) - 1);
 	*txn = reg_mkv_txn(t);
 	return 0;
 }
@@ -193,18 +189,38 @@ mkv_reg_fresh_pages(struct mkv_pool *p, uint64_t last_pgno)
 	mkv_share_inval(p, p->reg->shadow, (last_pgno < n ? last_pgno + 1 : n) * p->reg->psize);
 }
 
-void
-mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn)
+/*
+ * Before snapshot id is read: the pages written since the last snapshot
+ * made fresh, from the holder's log of them (regwlog.c), or else every page
+ * in use.
+ */
+static void
+fresh_to(struct mkv_pool *p, uint64_t id)
 {
 	MDB_envinfo info;
-	uint64_t id = mdb_txn_id(txn);
+	uint64_t from, n;
 
-	if (!p->reg->shadow || __atomic_load_n(&p->reg->fresh_txn, __ATOMIC_ACQUIRE) == id)
+	if (!p->reg->shadow)
+		return;
+	from = __atomic_load_n(&p->reg->fresh_txn, __ATOMIC_ACQUIRE);
+	if (from == id)
 		return;
 	/* the newest meta's last page: at least the snapshot's */
 	mdb_env_info(p->reg->env, &info);
-	mkv_reg_fresh_pages(p, info.me_last_pgno);
+	n = p->reg->shadow_size / p->reg->psize;
+	if (from < id && mkv_reg_wlog_fresh(p, from, id, info.me_last_pgno < n ? info.me_last_pgno : n - 1)) {
+		__atomic_add_fetch(&p->reg->fresh_logged, 1, __ATOMIC_RELAXED);
+	} else {
+		mkv_reg_fresh_pages(p, info.me_last_pgno);
+		__atomic_add_fetch(&p->reg->fresh_whole, 1, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&p->reg->fresh_txn, id, __ATOMIC_RELEASE);
+}
+
+void
+mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn)
+{
+	fresh_to(p, mdb_txn_id(txn));
 }
 
 /* Commit (or abort) what mkv_reg_wtxn() began; the commit's error. */
@@ -225,6 +241,7 @@ mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 	if (commit && !rc && p->reg->shadow && mkv_reg_newest_meta(p) == id) {
 		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
 				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		mkv_reg_wlog_commit(p, id);
 		mkv_reg_floor_add(p);
 	}
 	flock(p->super_fd, LOCK_UN);
@@ -340,6 +357,50 @@ mkv_reg_last_txn(struct mkv_pool *p)
 }
 
 /*
+ * Each record of the free list of read txn txn's snapshot to fn, with its
+ * count of pages and the bytes of their numbers: LMDB 0.9's MDB_IDL, a
+ * count and then that many page numbers, each a size_t (check_registry's
+ * test of the page log fails if that changes).  0, fn's error, or the
+ * registry's.
+ */
+int
+mkv_reg_free_each(struct mkv_pool *p, MDB_txn *txn,
+		int (*fn)(void *arg, size_t n, const char *pgnos), void *arg)
+{
+	MDB_cursor *c;
+	MDB_val k, d;
+	int rc, err = 0;
+
+	if ((rc = mdb_cursor_open(txn, 0, &c)))
+		return mkv_reg_err(rc, "registry: free list");
+	while (!err && (rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
+		size_t n;
+
+		if ((err = mkv_reg_val(p, txn, &d, "a free list")) || d.mv_size < sizeof(n))
+			continue;
+		memcpy(&n, d.mv_data, sizeof(n));
+		if (n > d.mv_size / sizeof(n) - 1)
+			err = mkv_err(MKV_E_CORRUPT,
+					"pool %s: registry.mdb: a free list record of %zu bytes counts %zu pages",
+					p->path, d.mv_size, n);
+		else
+			err = fn(arg, n, (const char *)d.mv_data + sizeof(n));
+	}
+	mdb_cursor_close(c);
+	if (err)
+		return err;
+	return rc == MDB_NOTFOUND ? 0 : mkv_reg_err(rc, "registry: free list");
+}
+
+static int
+free_count(void *arg, size_t n, const char *pgnos)
+{
+	(void)pgnos;
+	*(uint64_t *)arg += n;
+	return 0;
+}
+
+/*
  * Whether the registry is too full to take another publish.  LMDB copies
  * pages on write, so a delete needs free pages too: publishes stop while a
  * reserve (5 %, at least 64 pages) remains, and that reserve is there for
@@ -352,9 +413,6 @@ mkv_reg_full(struct mkv_pool *p, bool *full)
 	MDB_envinfo info;
 	MDB_stat st;
 	struct mkv_txn *rtxn;
-	MDB_txn *txn;
-	MDB_cursor *c;
-	MDB_val k, d;
 	uint64_t total, reserve, used, freelist = 0;
 	int rc;
 
@@ -369,30 +427,20 @@ mkv_reg_full(struct mkv_pool *p, bool *full)
 	/* LMDB opens its free list only in read txns */
 	if ((rc = mkv_reg_rtxn(p, &rtxn)))
 		return rc;
-	txn = reg_txn(rtxn);
-	if ((rc = mdb_cursor_open(txn, 0, &c))) {
-		mkv_reg_rtxn_done(p, rtxn);
-		return mkv_reg_err(rc, "registry: free list");
-	}
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) == 0) {
-		size_t n;
-
-		if (mkv_reg_val(p, txn, &d, "a free list")) {
-			mdb_cursor_close(c);
-			mkv_reg_rtxn_done(p, rtxn);
-			return MKV_E_CORRUPT;
-		}
-		if (d.mv_size < sizeof(n))
-			continue;
-		memcpy(&n, d.mv_data, sizeof(n));  /* an MDB_IDL: count, then page numbers */
-		freelist += n;
-	}
-	mdb_cursor_close(c);
+	rc = mkv_reg_free_each(p, reg_txn(rtxn), free_count, &freelist);
 	mkv_reg_rtxn_done(p, rtxn);
-	if (rc != MDB_NOTFOUND)
-		return mkv_reg_err(rc, "registry: free list");
+	if (rc)
+		return rc;
 	*full = used - (freelist < used ? freelist : used) + reserve > total;
 	return 0;
+}
+
+/* This handle's moves to newer snapshots (non-coherent pools), by how. */
+void
+mkv_reg_fresh_counts(struct mkv_pool *p, uint64_t *logged, uint64_t *whole)
+{
+	*logged = __atomic_load_n(&p->reg->fresh_logged, __ATOMIC_RELAXED);
+	*whole = __atomic_load_n(&p->reg->fresh_whole, __ATOMIC_RELAXED);
 }
 
 /* The bytes of the registry file in use, up to its high-water mark. */

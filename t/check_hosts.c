@@ -678,6 +678,49 @@ START_TEST(test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost)
 }
 END_TEST
 
+/*
+ * A new holder dies inside the write window of its takeover (stopped in
+ * its rebuild of the page table, the first time it reaches src/pages.c,
+ * then killed): its announcement stays in its node's entry for good.  The
+ * next holder, on h3, waits for it until h2 is dead by its heartbeat,
+ * writes, and revokes h2's claim; then h3 dies too.  A write on h4 must
+ * still find a holder: a window whose holder's claim was revoked is void.
+ * Were it counted for as long as the owner word names that claim (nobody
+ * rewrites the owner word of a dead host's slot), every later holder would
+ * wait for it, give the lease up and try again, and h4's write would find
+ * no lease holder answering (the crash trials across hosts, t/hostcrash.sh,
+ * met this after their holder kills).
+ */
+START_TEST(test_a_holder_dead_in_its_write_window_holds_up_no_later_holder)
+{
+	struct tu_host h[4];
+
+	host_start(&h[0], "h1", "noncoherent", "0");
+	host_start_with(&h[1], "h2", "noncoherent", "0", "0", "HOSTEMU_STOP=src/pages.c:");
+	host_start(&h[2], "h3", "noncoherent", "0");
+	host_start(&h[3], "h4", "noncoherent", "0");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
+	tu_host_kill(&h[0]);
+	/* h2's write makes it take the lease over; it stops in the take */
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	tu_host_kill(&h[1]);
+	ck_assert_int_eq(tu_host_do(&h[2], "put c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[2], "holds"), 1);
+	/* h1's and h2's claims revoked: h3 and h4 are the clients left */
+	host_await(&h[2], "clients", 2);
+	tu_host_kill(&h[2]);
+	ck_assert_int_eq(tu_host_do(&h[3], "put d 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[3], "holds"), 1);
+	ck_assert_int_eq(tu_host_do(&h[3], "check a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[3], "check c 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[3], "verify"), 0);
+	ck_assert_int_eq(tu_host_do(&h[3], "close"), 0);
+	tu_host_end(&h[3]);
+}
+END_TEST
+
 static Suite *
 hosts_suite(void)
 {
@@ -699,6 +742,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_a_dead_hosts_slots_and_node_entry_are_reclaimed_and_reused);
 	tcase_add_test(tc, test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost);
 	tcase_add_test(tc, test_a_reader_stopped_in_a_get_past_the_client_timeout_gets_no_view);
+	tcase_add_test(tc, test_a_holder_dead_in_its_write_window_holds_up_no_later_holder);
 	suite_add_tcase(s, tc);
 	return s;
 }

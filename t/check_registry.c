@@ -673,6 +673,168 @@ START_TEST(test_verify_reports_damaged_page)
 }
 END_TEST
 
+/* ---- the log of the pages each commit wrote (src/regwlog.c) ---- */
+
+#define LOG_ROUNDS 400
+
+static void
+read_all(int fd, void *buf, size_t n, off_t off)
+{
+	ck_assert_int_eq((int)pread(fd, buf, n, off), (int)n);
+}
+
+/*
+ * Into list: the txn id of the registry's newest snapshot, the count of
+ * pages on its free list and then those pages, as LMDB reads them in a
+ * process of its own (MDB_NOLOCK: the test's handle is the only writer,
+ * and commits only when called).
+ */
+static void
+free_list_now(uint64_t *list, size_t cap, uint64_t mapsize)
+{
+	pid_t pid = tu_fork();
+
+	if (pid == 0) {
+		char *file;
+		MDB_env *env;
+		MDB_txn *txn;
+		MDB_cursor *c;
+		MDB_val k, d;
+		MDB_cursor_op op = MDB_FIRST;
+
+		if (asprintf(&file, "%s/pool/registry.mdb", tu_dir) < 0 || mdb_env_create(&env) ||
+		    mdb_env_set_mapsize(env, mapsize) ||
+		    mdb_env_open(env, file, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0600) ||
+		    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) || mdb_cursor_open(txn, 0, &c))
+			_exit(1);
+		list[0] = mdb_txn_id(txn);
+		list[1] = 0;
+		while (!mdb_cursor_get(c, &k, &d, op)) {
+			size_t n;
+
+			op = MDB_NEXT;
+			memcpy(&n, d.mv_data, sizeof(n));
+			if (list[1] + n > cap - 2)
+				_exit(1);
+			memcpy(list + 2 + list[1], (char *)d.mv_data + sizeof(n), n * sizeof(n));
+			list[1] += n;
+		}
+		_exit(0);
+	}
+	ck_assert_int_eq(tu_wait(pid), 0);
+}
+
+static bool
+listed(const uint64_t *list, uint64_t pg)
+{
+	for (uint64_t i = 0; i < list[1]; i++)
+		if (list[2 + i] == pg)
+			return true;
+	return false;
+}
+
+/*
+ * Every registry page whose bytes a commit changed is in the holder's log
+ * of that commit, unless the new snapshot has it on its free list (a page
+ * of LMDB's free database written and freed again in the same txn: no
+ * reader reaches it until a commit writes it again, and logs it then).
+ * The free-list diff of regwlog.c, in a non-coherent pool on one host,
+ * while keys of every size come and go so that LMDB reuses freed pages.
+ * A log that names no page or every page fails too: after the first
+ * commit, every record names its pages.
+ */
+START_TEST(test_the_page_log_names_every_page_a_commit_changed)
+{
+	struct tu_opts o = { .coherence = MKV_NONCOHERENT };
+	struct mkv_pool *pool;
+	struct mkv_super sb;
+	struct mkv_wlog *log;
+	char *path;
+	int rfd, sfd, rc;
+	size_t size = 8 << 20, logsize = MKV_WLOG_RECS * sizeof(*log);
+	unsigned char *before = malloc(size), *after = malloc(size);
+	uint64_t seed = 7, last, now, named = 0, all = 0, unreached = 0;
+	uint64_t *list = tu_shared(size);
+
+	ck_assert(before && after && (log = malloc(logsize)));
+	ck_assert_int_ge(asprintf(&path, "%s/pool", tu_dir), 0);
+	ck_assert_int_eq(tu_open(path, MKV_CREATE, &o, &pool), 0);
+	free(path);
+	rfd = reg_fd();
+	ck_assert_int_ge(asprintf(&path, "%s/pool/super", tu_dir), 0);
+	ck_assert_int_ge(sfd = open(path, O_RDONLY), 0);
+	free(path);
+	read_all(sfd, &sb, sizeof(sb), 0);
+	ck_assert((uint64_t)size <= sb.registry_size);
+	read_all(rfd, before, size, 0);
+	last = get(meta() + M_TXNID, 8);
+	for (unsigned round = 0; round < LOG_ROUNDS; round++) {
+		char key[MKV_KEY_MAX + 1];
+		unsigned i = (unsigned)tu_rand_range(&seed, 0, 200);
+		/* keys up to MKV_KEY_MAX, some long enough to fill pages in a few */
+		size_t klen = tu_key(key, "k", i);
+		size_t pad = tu_rand_range(&seed, 0, 2) ? 0 : (i * 37) % 480;
+
+		memset(key + klen, 'a' + i % 26, pad);
+		klen += pad;
+		if (tu_rand_range(&seed, 0, 2) == 0) {
+			rc = mkv_del(pool, key, klen);
+			ck_assert_msg(rc == 0 || rc == MKV_E_NOTFOUND, "del: %d", rc);
+		} else {
+			rc = tu_put(pool, key, klen, 64);
+			ck_assert_msg(rc == 0 || rc == MKV_E_EXISTS, "put: %d", rc);
+		}
+		now = get(meta() + M_TXNID, 8);
+		read_all(rfd, after, size, 0);
+		read_all(sfd, log, logsize, (off_t)sb.wlog_off);
+		ck_assert_uint_le(now - last, MKV_WLOG_RECS);
+		free_list_now(list, size / sizeof(*list), sb.registry_size);
+		ck_assert_uint_eq(list[0], now);
+		for (uint64_t pg = 2; pg < size / psize; pg++) {
+			bool found = false;
+
+			if (!memcmp(before + pg * psize, after + pg * psize, psize))
+				continue;
+			for (uint64_t id = last + 1; id <= now && !found; id++) {
+				const struct mkv_wlog *w = &log[id % MKV_WLOG_RECS];
+
+				ck_assert_uint_eq(w->txn, id);
+				if (w->n == MKV_WLOG_ALL) {
+					found = true;
+					break;
+				}
+				ck_assert_uint_le(w->n, MKV_WLOG_RANGES);
+				for (uint32_t r = 0; r < w->n && !found; r++)
+					found = pg >= w->range[r][0] &&
+						pg < (uint64_t)w->range[r][0] + w->range[r][1];
+			}
+			if (!found && listed(list, pg)) {
+				unreached++;
+				continue;
+			}
+			ck_assert_msg(found, "round %u: page %llu changed in txns %llu..%llu and is not logged",
+					round, (unsigned long long)pg, (unsigned long long)last + 1,
+					(unsigned long long)now);
+			named++;
+		}
+		for (uint64_t id = last + 1; id <= now; id++)
+			all += log[id % MKV_WLOG_RECS].n == MKV_WLOG_ALL;
+		memcpy(before, after, size);
+		last = now;
+	}
+	ck_assert_uint_le(all, 1);
+	ck_assert_uint_gt(named, LOG_ROUNDS);
+	printf("%llu changed pages logged, %llu on the free list\n", (unsigned long long)named, (unsigned long long)unreached);
+	mkv_pool_close(&pool);
+	close(rfd);
+	close(sfd);
+	free(before);
+	free(after);
+	free(log);
+	tu_shared_free(list, size);
+}
+END_TEST
+
 static Suite *
 registry_suite(void)
 {
@@ -722,6 +884,12 @@ registry_suite(void)
 	tcase_add_test(tc, test_truncated_registry_is_corrupt);
 	tcase_add_test(tc, test_verify_reports_damaged_page);
 	tcase_add_test(tc, test_verify_reports_truncated_registry);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("log");
+	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_the_page_log_names_every_page_a_commit_changed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1197,6 +1197,168 @@ START_TEST(test_group_the_creator_is_not_in_is_perm)
 }
 END_TEST
 
+/* ---- a non-coherent pool's lock directory: creation ---- */
+
+/* two nodes of the pool's two, each with its two slots (open_pool()) */
+#define OPENERS 4
+#define OPEN_ROUNDS 10
+
+/*
+ * Processes opening a non-coherent pool at once on a host where its lock
+ * directory is not there yet: each makes what is missing or finds it made
+ * (directory, link, lock file), and every open succeeds.
+ */
+START_TEST(test_openers_racing_to_make_the_lockdir_all_open)
+{
+	char *lockdir, *dir = lockdir_pool(&lockdir, 1), *f;
+	pid_t pid[OPENERS];
+	int go[2];
+
+	for (unsigned round = 0; round < OPEN_ROUNDS; round++) {
+		ck_assert_int_eq(pipe(go), 0);
+		for (unsigned i = 0; i < OPENERS; i++) {
+			pid[i] = tu_fork();
+			if (pid[i] == 0) {
+				struct mkv_pool *pool;
+				int rc;
+
+				close(go[1]);
+				if (tu_read_byte(go[0], 30) < 0)
+					_exit(98);
+				rc = open_pool(dir, i % 2 ? 0 : MKV_RDONLY, (gid_t)-1, i < 2 ? NULL : "n1",
+						&pool);
+				if (rc) {
+					fprintf(stderr, "opener %u: %d (%s): %s\n", i, rc, mkv_strerror(rc),
+							mkv_errormsg());
+					_exit(rc == MKV_E_PERM ? 3 : 1);
+				}
+				rc = tu_check(pool, "k", 1, 3000);
+				mkv_pool_close(&pool);
+				_exit(rc ? 2 : 0);
+			}
+		}
+		close(go[0]);
+		/* all at once: each is blocked on the pipe until its byte comes */
+		for (unsigned i = 0; i < OPENERS; i++)
+			ck_assert_int_eq(tu_write_byte(go[1], 'g'), 0);
+		close(go[1]);
+		for (unsigned i = 0; i < OPENERS; i++) {
+			int rc = tu_reap(pid[i], 30);
+
+			ck_assert_msg(rc == 0, "round %u: opener %u: %d", round, i, rc);
+		}
+		f = path_in(lockdir, "registry.mdb-lock");
+		ck_assert_int_eq(unlink(f), 0);
+		free(f);
+		f = path_in(lockdir, "registry.mdb");
+		ck_assert_int_eq(unlink(f), 0);
+		free(f);
+		ck_assert_int_eq(rmdir(lockdir), 0);
+	}
+	lockdir_pool_works(dir);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+/*
+ * A creation of a non-coherent pool that fails after the registry (and
+ * with it this host's lock directory) was made leaves no lock directory
+ * behind: its uuid names no pool.  What fails: super.new is a directory
+ * the creator cannot remove.
+ */
+START_TEST(test_failed_creation_leaves_no_lockdir)
+{
+	struct mkv_pool *pool;
+	char *dir = path_in(tu_dir, "pool"), *blocker = path_in(dir, "super.new"),
+		*inside = path_in(blocker, "x");
+	int fd, rc;
+
+	coherence = MKV_NONCOHERENT;
+	ck_assert_int_eq(files_in(shm), 0);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(mkdir(blocker, 0700), 0);
+	ck_assert_int_ge(fd = open(inside, O_CREAT | O_WRONLY, 0600), 0);
+	close(fd);
+	rc = open_pool(dir, MKV_CREATE, (gid_t)-1, NULL, &pool);
+	ck_assert_msg(rc != 0 && pool == NULL, "creation past a super.new directory: %d", rc);
+	ck_assert_msg(files_in(shm) == 0, "a failed creation left %zu entries in the lock base",
+			files_in(shm));
+	ck_assert_int_eq(files_in(dir), 1);
+	ck_assert_int_eq(unlink(inside), 0);
+	ck_assert_int_eq(rmdir(blocker), 0);
+	TU_OK(open_pool(dir, MKV_CREATE, (gid_t)-1, NULL, &pool));
+	mkv_pool_close(&pool);
+	ck_assert_int_eq(files_in(shm), 1);
+	free(inside);
+	free(blocker);
+	free(dir);
+}
+END_TEST
+
+
+/*
+ * A non-coherent pool with a group: its lock directory on this host is
+ * the group's as the pool's directory is (0750, the group), its lock file
+ * as the pool's files (0660); a member uses the pool and an outsider is
+ * refused.  On a host where the directory is not there yet, a member
+ * makes it for the group, and the pool's owner then opens the pool.
+ */
+START_TEST(test_group_noncoherent_pool_lockdir_is_the_groups)
+{
+	struct mkv_pool *pool;
+	char *dir = path_in(tu_dir, "gpool"), *lockdir, *lock, *link;
+	/* the member's handles on our node: marukv-stat's takes the other of two */
+	struct peek pk = { dir, "shared", 7000, NULL };
+	struct as_user res;
+	struct stat st;
+	int rc;
+
+	SKIP_UNLESS_USERS();
+	coherence = MKV_NONCOHERENT;
+	umask(077);
+	TU_OK(open_pool(dir, MKV_CREATE, grp_gid, NULL, &pool));
+	umask(022);
+	TU_OK(tu_put(pool, "shared", 6, 7000));
+	lockdir = tu_lockdir(shm, pool);
+	lock = path_in(lockdir, "registry.mdb-lock");
+	link = path_in(lockdir, "registry.mdb");
+	ck_assert_int_eq(stat(lockdir, &st), 0);
+	ck_assert_msg((st.st_mode & 07777) == 0750 && st.st_gid == grp_gid,
+			"lock directory %04o group %u", (unsigned)(st.st_mode & 07777),
+			(unsigned)st.st_gid);
+	ck_assert_int_eq(stat(lock, &st), 0);
+	ck_assert_msg((st.st_mode & 07777) == 0660 && st.st_gid == grp_gid,
+			"lock file %04o group %u", (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+	rc = as_user(out_name, outsider_reads, &pk, &res);
+	ck_assert_msg(rc == 0, "a user outside the pool's group: %s", res.msg);
+	rc = as_user(in_name, insider_uses, &pk, &res);
+	ck_assert_msg(rc == 0, "a user in the pool's group: %s", res.msg);
+	ck_assert_int_eq(tu_check(pool, "insider", 7, 3 * TU_PAGE_SIZE), 0);
+	/* for the member's put below */
+	TU_OK(mkv_del(pool, "insider", 7));
+	mkv_pool_close(&pool);
+
+	ck_assert_int_eq(unlink(lock), 0);
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(rmdir(lockdir), 0);
+	rc = as_user(in_name, insider_uses, &pk, &res);
+	ck_assert_msg(rc == 0, "a member making the lock directory: %s", res.msg);
+	ck_assert_int_eq(stat(lockdir, &st), 0);
+	ck_assert_msg((st.st_mode & 07777) == 0750 && st.st_gid == grp_gid,
+			"lock directory a member made: %04o group %u", (unsigned)(st.st_mode & 07777),
+			(unsigned)st.st_gid);
+	TU_OK(open_pool(dir, 0, (gid_t)-1, NULL, &pool));
+	ck_assert_int_eq(tu_check(pool, "shared", 6, 7000), 0);
+	mkv_pool_close(&pool);
+	free(link);
+	free(lock);
+	free(lockdir);
+	free(dir);
+}
+END_TEST
+
+
 static Suite *
 security_suite(void)
 {
@@ -1227,6 +1389,9 @@ security_suite(void)
 	tcase_add_test(tc, test_lockdir_wider_than_pool_dir_is_refused);
 	tcase_add_test(tc, test_lockdir_of_another_group_is_refused);
 	tcase_add_test(tc, test_repointed_registry_link_is_refused);
+	tcase_add_test(tc, test_openers_racing_to_make_the_lockdir_all_open);
+	tcase_add_test(tc, test_failed_creation_leaves_no_lockdir);
+	tcase_add_test(tc, test_group_noncoherent_pool_lockdir_is_the_groups);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("modes");

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "testutil.h"
+#include "layout.h"
 
 #define KEYS 24U
 #define DATA_PAGES (TU_DATA_SIZE / TU_PAGE_SIZE)
@@ -72,6 +73,10 @@ stat_field(const char *name, long long *out)
 		*out = (long long)st.pages_quarantined;
 	else if (strcmp(name, "granted") == 0)
 		*out = (long long)st.pages_granted;
+	else if (strcmp(name, "logged") == 0)
+		*out = (long long)st.registry_fresh_logged;
+	else if (strcmp(name, "whole") == 0)
+		*out = (long long)st.registry_fresh_whole;
 	else
 		return -EINVAL;
 	return 0;
@@ -116,8 +121,9 @@ client_field(const char *name, long long pid, long long *out)
  *   check P FROM N  how many of them read back whole
  *   large P I N     publish key P<I> with a value of N pages: 1
  *   alloc N         mkv_alloc() a buffer of N pages and keep it: 0
- *   stat FIELD      holder (pid), generation, nodes, clients, used, quarantined
- *                   or granted pages, hits
+ *   stat FIELD      holder (pid), generation, nodes, clients, used pages, hits,
+ *                   quarantined or granted pages, snapshots made fresh from
+ *                   the log (logged) or whole
  *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
  *   view P I        get P<I> and keep the view: 0
@@ -274,6 +280,35 @@ START_TEST(test_a_reader_follows_commits_through_both_metas)
 		ck_assert_int_eq(tu_host_do(&h[0], "put m %u 1", i), 1);
 		ck_assert_int_eq(tu_host_do(&h[1], "check m 0 %u", i + 1), i + 1);
 	}
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * A reader on h2 following the commits of h1's holder one by one drops
+ * from its caches only the registry pages the holder logged for each (a
+ * registry dropped whole each time is correct, but its cost grows with the
+ * registry); one that fell further behind than the log reaches drops the
+ * whole registry, and reads right.
+ */
+START_TEST(test_a_reader_takes_the_pages_of_each_commit_from_the_log)
+{
+	struct tu_host h[2];
+	long long logged, whole, whole2;
+
+	hosts_start(h, 2);
+	for (unsigned i = 0; i < 12; i++) {
+		ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", i), 1);
+		ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", i + 1), i + 1);
+	}
+	logged = tu_host_do(&h[1], "stat logged");
+	whole = tu_host_do(&h[1], "stat whole");
+	ck_assert_int_ge(logged, 10);
+	ck_assert_int_le(whole, 2);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g 12 %u", MKV_WLOG_RECS + 1), MKV_WLOG_RECS + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", 13 + MKV_WLOG_RECS), 13 + MKV_WLOG_RECS);
+	whole2 = tu_host_do(&h[1], "stat whole");
+	ck_assert_int_gt(whole2, whole);
 	hosts_end(h, 2);
 }
 END_TEST
@@ -617,6 +652,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_bystander_reports_another_hosts_takeover);
 	tcase_add_test(tc, test_a_host_counts_the_nodes_that_joined_after_it);
 	tcase_add_test(tc, test_a_reader_follows_commits_through_both_metas);
+	tcase_add_test(tc, test_a_reader_takes_the_pages_of_each_commit_from_the_log);
 	tcase_add_test(tc, test_eviction_spares_what_another_host_read);
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);

@@ -549,7 +549,9 @@ super_regions(const char *path, struct target *t)
 			(uint64_t)sb.max_clients * sb.rq_depth * sizeof(struct mkv_rq) };
 	t->r[5] = (struct region){ "(page table)", sb.pt_off, sb.nr_pages * 8 };
 	t->r[6] = (struct region){ "(hints)", sb.hint_off, sb.nr_pages };
-	t->nr = 7;
+	t->r[7] = (struct region){ "(registry page log)", sb.wlog_off,
+			MKV_WLOG_RECS * sizeof(struct mkv_wlog) };
+	t->nr = 8;
 }
 
 /* ---- running ---- */

@@ -3,9 +3,10 @@
 #
 # t/spin.sh -- model-check the lease acquisition protocol (t/lease.pml),
 # the write window between hosts without coherence (t/window.pml), the
-# registry snapshots kept from reuse between such hosts (t/regsnap.pml)
-# and the splitter through which such hosts take node entries
-# (t/split.pml).
+# registry snapshots kept from reuse between such hosts (t/regsnap.pml),
+# the splitter through which such hosts take node entries (t/split.pml)
+# and a record of the registry's page log read while it is rewritten
+# (t/wlog.pml).
 #
 # Run by `make check` from the top of the build tree, with $srcdir set by
 # automake's harness.  Each configuration is verified exhaustively with spin
@@ -20,6 +21,7 @@ model=${srcdir:-.}/t/lease.pml
 window=${srcdir:-.}/t/window.pml
 regsnap=${srcdir:-.}/t/regsnap.pml
 split=${srcdir:-.}/t/split.pml
+wlog=${srcdir:-.}/t/wlog.pml
 pass=0
 fail=0
 
@@ -34,7 +36,7 @@ for tool in spin cc; do
 		exit 77
 	fi
 done
-for f in "$model" "$window" "$regsnap" "$split"; do
+for f in "$model" "$window" "$regsnap" "$split" "$wlog"; do
 	if [ ! -r "$f" ]; then
 		echo "spin.sh: $f not readable" >&2
 		exit 99
@@ -44,6 +46,7 @@ case $model in /*) ;; *) model=$(pwd)/$model ;; esac
 case $window in /*) ;; *) window=$(pwd)/$window ;; esac
 case $regsnap in /*) ;; *) regsnap=$(pwd)/$regsnap ;; esac
 case $split in /*) ;; *) split=$(pwd)/$split ;; esac
+case $wlog in /*) ;; *) wlog=$(pwd)/$wlog ;; esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/marukv-spin.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -189,6 +192,21 @@ expect_fail split_NO_WB_RACE "mutant that does not write race back breaks it" \
 	'assertion violated (won<=1)'
 expect_fail split_NO_INVAL_RACE "mutant that reads race from its cache breaks it" \
 	'assertion violated (won<=1)'
+
+model=$wlog
+verify wlog
+for m in NO_WB_ZERO NO_INVAL_RANGES NO_RECHECK NO_INVAL_AGAIN; do
+	verify "wlog_$m" "-DBROKEN_$m"
+done
+expect_pass wlog "page log record rewritten while read on another host, noisy caches: a reader uses its commit's pages or none"
+expect_fail wlog_NO_WB_ZERO "mutant whose holder does not write the cleared txn back first breaks it" \
+	'assertion violated (r==1)'
+expect_fail wlog_NO_INVAL_RANGES "mutant whose reader reads the ranges from its cache breaks it" \
+	'assertion violated (r==1)'
+expect_fail wlog_NO_RECHECK "mutant whose reader does not look at txn again breaks it" \
+	'assertion violated (r==1)'
+expect_fail wlog_NO_INVAL_AGAIN "mutant whose reader looks at txn again in its cache breaks it" \
+	'assertion violated (r==1)'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -303,12 +303,12 @@ check "bench coherence --json has the documented keys, in order" test \
 check "bench coherence --json has a row per measurement, in order" test "$(sed -n \
 	's/^    { "op": "\([a-z_]*\)", "value_size": \([0-9]*\), "calls": \([0-9]*\),.*/\1:\2:\3/p' \
 	"$tmp/co.json" | tr '\n' ' ')" = "exists:4096:40 get:4096:40 get:1048576:40 \
-get:33554432:16 prefix_len:4096:2 put_holder:4096:4 put_client:4096:4 "
+get:33554432:16 prefix_len:4096:2 put_holder:4096:4 put_client:4096:4 get_new:4096:4 "
 co_lat='\{ "median_ns": [0-9]+, "p99_ns": [0-9]+ \}'
 check "bench coherence --json rows have both modes, a ratio, a rate for gets only" test "$(grep -Ec \
 	"^    \\{ \"op\": \"(get\", .*\"extra_bytes_per_s\": ([0-9]+|null)|[a-z_]+\", .*\"extra_bytes_per_s\": null) \\},?\$" \
 	"$tmp/co.json") $(grep -Ec "\"coherent\": $co_lat, \"noncoherent\": $co_lat, \"ratio_noncoherent\": [0-9.]+," \
-	"$tmp/co.json")" = "7 7"
+	"$tmp/co.json")" = "8 8"
 check "bench coherence --json has the holder's CPU per client put" grep -Eqx \
 	'  "holder_cpu_per_client_put": \{ "coherent_ns": [0-9]+, "noncoherent_ns": [0-9]+, "ratio_noncoherent": [0-9.]+ \}' \
 	"$tmp/co.json"

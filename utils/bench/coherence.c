@@ -30,10 +30,15 @@
  *   put_holder, put_client: mkv_put of a fresh 4 KiB key by the parent
  *   (the holder) and by the client; around the client's, the parent's CPU
  *   time (getrusage: its holder threads, while its main thread waits; the
- *   idle holder thread of the other pool is counted too).
+ *   idle holder thread of the other pool is counted too);
+ *   get_new: by the client, an untimed mkv_put of a fresh 4 KiB key, whose
+ *   commit by the holder makes a new registry snapshot, then a timed get
+ *   of a random 4 KiB value as above: the get makes the new snapshot's
+ *   pages fresh, in a non-coherent pool those the holder logged for the
+ *   commit (marukv(7), COHERENCE MODEL).
  *
  * Each op is timed alone with CLOCK_MONOTONIC, less the cost of reading
- * the clock.  No write runs during the reads, so a reader's registry
+ * the clock.  No write runs during the reader's ops, so its registry
  * pages are made fresh only by the first lookup after a run's publishes.
  * A run gives each mode's median and 99th percentile; figures are medians
  * over the runs, the ratios (non-coherent over coherent) medians of the
@@ -63,16 +68,16 @@
 #define CLIENT_NODE "client-node"
 
 enum op { OP_EXISTS, OP_GET_4K, OP_GET_1M, OP_GET_32M, OP_PREFIX, OP_PUT_HOLDER, OP_PUT_CLIENT,
-	OP_COUNT };
+	OP_GET_NEW, OP_COUNT };
 enum mode { M_COH, M_NONCOH, M_COUNT };
 enum { JOB_OPEN = OP_COUNT * M_COUNT, JOB_CLOSE };
 enum { W_READER, W_CLIENT, W_COUNT };
 
 static const char *const op_name[OP_COUNT] = {
-	"exists", "get", "get", "get", "prefix_len", "put_holder", "put_client",
+	"exists", "get", "get", "get", "prefix_len", "put_holder", "put_client", "get_new",
 };
 static const uint64_t op_size[OP_COUNT] = {
-	4096, 4096, 1U << 20, 32U << 20, 4096, 4096, 4096,
+	4096, 4096, 1U << 20, 32U << 20, 4096, 4096, 4096, 4096,
 };
 static const char *const mode_name[M_COUNT] = { "coherent", "noncoherent" };
 
@@ -119,6 +124,18 @@ static int co_parse(int argc, char **argv, struct co_opts *o)
 	return opt_parse(&cmd, argc, argv);
 }
 
+/* Whether op publishes a fresh key each time. */
+static int puts_key(enum op op)
+{
+	return op == OP_PUT_HOLDER || op == OP_PUT_CLIENT || op == OP_GET_NEW;
+}
+
+/* Whether the client runs op. */
+static int clients_op(enum op op)
+{
+	return op == OP_PUT_CLIENT || op == OP_GET_NEW;
+}
+
 /* Timed ops of a measurement. */
 static uint64_t calls(const struct co_opts *o, enum op op)
 {
@@ -126,7 +143,7 @@ static uint64_t calls(const struct co_opts *o, enum op op)
 
 	if (op == OP_PREFIX)
 		return o->ops / PREFIX_DIV;
-	if (op == OP_PUT_HOLDER || op == OP_PUT_CLIENT)
+	if (puts_key(op))
 		return o->ops / PUT_DIV;
 	if (op == OP_EXISTS || op == OP_GET_4K)
 		return o->ops;
@@ -143,7 +160,7 @@ static uint64_t values_of(const struct co_opts *o, enum op op)
 /* Key j of the values of size (4 KiB: the K keys), or of run's publishes by op. */
 static void co_key(uint8_t key[BENCH_KEY_LEN], const struct co_opts *o, enum op op, uint64_t j)
 {
-	key_make(key, o->seed, op == OP_PUT_HOLDER || op == OP_PUT_CLIENT ? op : op_size[op], j);
+	key_make(key, o->seed, puts_key(op) ? op : op_size[op], j);
 }
 
 /* ---- the workers ---------------------------------------------------------------- */
@@ -218,7 +235,7 @@ static int client_open(struct worker *w)
 static int op_once(struct worker *w, struct mkv_pool *pool, enum op op, uint64_t run,
 		uint64_t i, uint64_t *rng, double *ns)
 {
-	int put = op == OP_PUT_HOLDER || op == OP_PUT_CLIENT;
+	int put = puts_key(op);
 	uint64_t t0, j = put ? run * calls(w->o, op) + i : rng_next(rng);
 	uint8_t key[BENCH_KEY_LEN];
 	size_t hits = 0;
@@ -233,6 +250,12 @@ static int op_once(struct worker *w, struct mkv_pool *pool, enum op op, uint64_t
 		return get_once(w, pool, op, key, CHECK_BYTES, ns);
 	if (put)
 		pattern_fill(w->value, sizeof(w->value), key);
+	if (op == OP_GET_NEW) {
+		if ((rc = mkv_put(pool, key, sizeof(key), w->value, sizeof(w->value))))
+			return fail("client", "mkv_put", mkv_why(rc));
+		co_key(key, w->o, OP_GET_4K, rng_next(rng) % w->o->keys);
+		return get_once(w, pool, OP_GET_4K, key, CHECK_BYTES, ns);
+	}
 	t0 = now_ns();
 	if (op == OP_EXISTS)
 		rc = mkv_exists(pool, key, sizeof(key));
@@ -277,7 +300,7 @@ static int worker_job(void *arg, size_t worker, unsigned job)
 		return 0;
 	}
 	/* A client's job runs in both workers: the reader has nothing to do in it. */
-	if ((job / M_COUNT == OP_PUT_CLIENT) != (worker == W_CLIENT))
+	if (clients_op((enum op)(job / M_COUNT)) != (worker == W_CLIENT))
 		return 0;
 	return measure_ops(w, (enum op)(job / M_COUNT), (enum mode)(job % M_COUNT));
 }
@@ -344,7 +367,7 @@ static int measure(struct crew *crew, struct worker *w, struct row *rows, struct
 
 			if (op == OP_PUT_HOLDER ? measure_ops(w, OP_PUT_HOLDER, m) < 0 :
 			    crew_run(crew, (unsigned)(op * M_COUNT + m),
-					op == OP_PUT_CLIENT ? W_COUNT : 1) < 0)
+					clients_op((enum op)op) ? W_COUNT : 1) < 0)
 				return -1;
 			if (op == OP_PUT_CLIENT)
 				cpu->med[m][run] = (cpu_ns() - c0) / (double)calls(w->o, op);
@@ -368,7 +391,8 @@ static int run_all(const struct co_opts *o, const char *dir, struct row *rows, s
 	struct worker w = { .o = o, .sh = shared_alloc(shlen), .clock_ns = clock_ns };
 	struct mkv_pool *pool[M_COUNT] = { NULL };
 	struct crew crew = { 0 };
-	uint64_t puts = 2 * o->repeat * calls(o, OP_PUT_HOLDER), pages = o->keys + puts +
+	uint64_t puts = o->repeat * (calls(o, OP_PUT_HOLDER) + calls(o, OP_PUT_CLIENT) +
+		calls(o, OP_GET_NEW)), pages = o->keys + puts +
 		BIG_VALUES * (op_size[OP_GET_1M] + op_size[OP_GET_32M]) / BENCH_PAGE;
 	int status = EXIT_ERR, started = 0;
 
