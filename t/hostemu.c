@@ -25,7 +25,7 @@
  *   HOSTEMU_STOP   part of a site's name: the first call from a site whose
  *                  name holds it (a build elsewhere than the sources names
  *                  them "../src/get.c:20") stops the process (SIGSTOP) before
- *                  it does its work;
+ *                  it does its work, even at the site HOSTEMU_SKIP names;
  *                  once continued, every line of its mappings is refreshed,
  *                  as if its host's caches had dropped all while it was
  *                  stopped (a reader paused at a chosen point)
@@ -840,11 +840,12 @@ he_range(const void *addr, size_t len, const char *site, enum he_op op)
 		return;
 	site = site ? site : "";
 	he_site(site);
-	if (he.skip != NULL && strcmp(site, he.skip) == 0)
-		return;
+	/* a site left out is still reached: a test that stops there must stop */
 	if (he.stop != NULL && strstr(site, he.stop) != NULL &&
 	    !__atomic_exchange_n(&he.stopped, 1, __ATOMIC_SEQ_CST))
 		he_stop();
+	if (he.skip != NULL && strcmp(site, he.skip) == 0)
+		return;
 	pthread_mutex_lock(&he_mu);
 	for (i = 0; i < he_nmaps; i++) {
 		const struct he_map *m = &he_maps[i];
