@@ -369,8 +369,11 @@ bakery_enter(struct mkv_pool *p)
 			max = nj;
 	}
 	mine = max + 1;
+	/*
+	 * number and choosing share a line, which is written back whole: the
+	 * one write-back shows the number no later than the choice's end
+	 */
 	STORE(me->number, mine);
-	mkv_share_persist(p, &me->number, sizeof(me->number));
 	STORE(me->choosing, 0);
 	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 
@@ -378,13 +381,15 @@ bakery_enter(struct mkv_pool *p)
 		struct mkv_node *n = &p->nodes[j];
 		struct watch w = { LOAD(n->beat), mkv_clock_now() };
 
-		if (j == p->node_idx || LOAD(n->id) == 0)
+		/* id is on the beat's line, just invalidated */
+		if (j == p->node_idx || PEEK(n->id) == 0)
 			continue;
 		for (;;) {
 			uint64_t nj;
 
 			if (!LOAD(n->choosing)) {
-				nj = LOAD(n->number);
+				/* on choosing's line, just invalidated */
+				nj = PEEK(n->number);
 				if (nj == 0 || nj > mine || (nj == mine && j > p->node_idx))
 					break;
 			}
