@@ -363,10 +363,12 @@ bakery_enter(struct mkv_pool *p)
 	STORE(me->choosing, 1);
 	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
-		uint64_t nj = LOAD(p->nodes[j].number);
+		uint64_t *nj = &p->nodes[j].number;
 
-		if (nj > max)
-			max = nj;
+		/* a step a test stops a contender at by name (t/check_leasesites.c) */
+		mkv_share_inval_at(p, nj, sizeof(*nj), __FILE__ ":bakery_numbers");
+		if (PEEK(*nj) > max)
+			max = PEEK(*nj);
 	}
 	mine = max + 1;
 	/*
@@ -430,9 +432,18 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 	v->node = PEEK(l->holder_node);
 	v->slot = PEEK(l->holder_slot);
 	v->pid = PEEK(l->holder_pid);
-	/* the heartbeat is in the holder's node entry */
-	v->heartbeat = v->node && v->node <= p->sb->max_nodes ?
-		LOAD(p->nodes[v->node - 1].lease_beat) : 0;
+	/*
+	 * the heartbeat is in the holder's node entry; a holder's look from
+	 * its write window stops here in a test (t/check_leasesites.c): the
+	 * record read, its own line not yet invalidated
+	 */
+	v->heartbeat = 0;
+	if (v->node && v->node <= p->sb->max_nodes) {
+		const uint64_t *beat = &p->nodes[v->node - 1].lease_beat;
+
+		mkv_share_inval_at(p, beat, sizeof(*beat), __FILE__ ":lease_read_beat");
+		v->heartbeat = PEEK(*beat);
+	}
 }
 
 /* Advance the heartbeat in our node's entry: only our node writes that line. */
@@ -534,7 +545,8 @@ mkv_lease_write_begin(struct mkv_pool *p)
 	STORE(me->write_slot, p->slot);
 	STORE(me->write_owner, mkv_client_owner(p));
 	STORE(me->write_gen, p->h.generation);
-	mkv_share_wb(p, &me->write_gen, 3 * sizeof(uint64_t));
+	/* named: a test stops a holder at its next look (t/check_leasesites.c) */
+	mkv_share_wb_at(p, &me->write_gen, 3 * sizeof(uint64_t), __FILE__ ":window_open");
 	mkv_full_fence();
 	if (mkv_lease_valid(p))
 		return 0;
@@ -690,7 +702,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_slot, p->slot);
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
-		mkv_share_persist(p, l, sizeof(*l));
+		/* a test stops a new holder here by name, inside the bakery */
+		mkv_share_persist_at(p, l, sizeof(*l), __FILE__ ":lease_take");
 		lease_beat_store(p);
 	}
 	bakery_exit(p);
