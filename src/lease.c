@@ -319,7 +319,10 @@ node_unlock(struct mkv_pool *p)
 	mkv_lock_super(p, MKV_NODE_LOCK_BASE + p->node_idx, F_UNLCK);
 }
 
-/* A node is dead to us once its beat stood still for a period by our clock. */
+/*
+ * A node is dead to us once its beat stood still for a period by our
+ * clock.  Its caller has just invalidated the line of the beat.
+ */
 struct watch {
 	uint64_t beat, since;
 };
@@ -327,7 +330,7 @@ struct watch {
 static bool
 node_dead(struct mkv_pool *p, struct watch *w, const struct mkv_node *n)
 {
-	uint64_t beat = LOAD(n->beat), now = mkv_clock_now();
+	uint64_t beat = PEEK(n->beat), now = mkv_clock_now();
 
 	if (beat != w->beat) {
 		w->beat = beat;
