@@ -236,19 +236,21 @@ bakery_contenders(struct tu_host *b, struct tu_host *a, const char *stop)
 }
 
 /*
- * b's write, contending while a is stopped in the bakery: at least a
- * lease period, in which it waits for a to be judged dead by its node's
- * beat, from b's first look, which came after a stopped.
+ * b's write, contending while a is stopped in the bakery: at least
+ * @p periods lease periods, in each of which it waits for a to be judged
+ * dead (by its node's beat in the bakery, by the lease's heartbeat
+ * before), from b's first look, which came after a stopped; the bound is
+ * half a period less, for a host slow to answer.
  */
 static void
-contender_waits(struct tu_host *b, const char *where)
+contender_waits(struct tu_host *b, unsigned periods, const char *where)
 {
 	double t0 = tu_now(), took;
 
 	ck_assert_int_eq(tu_host_do(b, "put b 0 1"), 1);
 	took = tu_now() - t0;
-	ck_assert_msg(took >= BAKERY_LEASE_MS / 2000.0, "h2 took the lease %.3f s after h3 stopped %s",
-			took, where);
+	ck_assert_msg(took >= (periods - 0.5) * BAKERY_LEASE_MS / 1000.0,
+			"h2 took the lease %.3f s after h3 stopped %s", took, where);
 	ck_assert_int_eq(tu_host_do(b, "holder"), b->pid);
 }
 
@@ -265,7 +267,7 @@ START_TEST(test_a_contender_waits_for_a_host_stopped_choosing_its_number)
 	struct tu_host a, b;
 
 	bakery_contenders(&b, &a, "HOSTEMU_STOP=:bakery_numbers");
-	contender_waits(&b, "choosing");
+	contender_waits(&b, 1, "choosing");
 	/* h3 goes on: it finds the lease taken, and its write is forwarded */
 	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&a), 1);
@@ -289,7 +291,27 @@ START_TEST(test_a_contender_waits_for_a_host_stopped_inside_the_bakery)
 	struct tu_host a, b;
 
 	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take");
-	contender_waits(&b, "inside the bakery");
+	contender_waits(&b, 1, "inside the bakery");
+	tu_host_kill(&a);
+	host_close(&b);
+}
+END_TEST
+
+/*
+ * The lease record: h3, the new holder, is stopped inside the bakery right
+ * after it wrote the record back, before it leaves.  h2 contends: it finds
+ * the lease held, waits a lease period for its heartbeat to stand still,
+ * then a period more for h3 to leave the bakery or be judged dead.  Had
+ * the record stayed in h3's host's cache, h2 would find the lease free and
+ * wait only the second period, and take it beside a holder that, going
+ * on, would write as one.
+ */
+START_TEST(test_a_contender_finds_the_lease_taken_inside_the_bakery)
+{
+	struct tu_host a, b;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take>");
+	contender_waits(&b, 2, "past writing the lease record");
 	tu_host_kill(&a);
 	host_close(&b);
 }
@@ -350,6 +372,33 @@ START_TEST(test_a_new_holder_waits_for_a_window_announced_before_the_look)
 }
 END_TEST
 
+/*
+ * Revocation: h2, a client of another host, is stopped longer than the
+ * client timeout; the holder on h1 judges it dead, revokes its claim, and
+ * is stopped right after, before anything else of its own touches the
+ * slot's line.  h2 resumes and reads: it must learn that it lost its slot
+ * (MKV_E_EXPIRED), and read nothing.  Had the revocation stayed in h1's
+ * host's cache, h2 would go on as a client whose pins and grants the
+ * holder counts no more.
+ */
+START_TEST(test_a_revoked_client_learns_it_while_the_holder_is_stopped)
+{
+	struct tu_host h[2];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:revoke>");
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_stop(h[1].pid, 60), 0);
+	/* the holder's reclamation, a client timeout and a lease period on */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 1"), 0);
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -366,6 +415,8 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_new_holder_waits_for_a_window_announced_before_the_look);
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_choosing_its_number);
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_inside_the_bakery);
+	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
+	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }
