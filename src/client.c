@@ -197,7 +197,8 @@ mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	 * holder writes it while we are in our write window.
 	 */
 	__atomic_store_n(&s->revoked, MKV_SLOT_INC(owner), __ATOMIC_SEQ_CST);
-	mkv_share_persist(p, &s->revoked, sizeof(s->revoked));
+	/* named: a test stops the holder right after it (t/check_leasesites.c) */
+	mkv_share_persist_at(p, &s->revoked, sizeof(s->revoked), __FILE__ ":revoke");
 	mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
 			MKV_SLOT_PID(owner));
 	return true;

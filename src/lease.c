@@ -319,7 +319,10 @@ node_unlock(struct mkv_pool *p)
 	mkv_lock_super(p, MKV_NODE_LOCK_BASE + p->node_idx, F_UNLCK);
 }
 
-/* A node is dead to us once its beat stood still for a period by our clock. */
+/*
+ * A node is dead to us once its beat stood still for a period by our
+ * clock.  Its caller has just invalidated the line of the beat.
+ */
 struct watch {
 	uint64_t beat, since;
 };
@@ -327,7 +330,7 @@ struct watch {
 static bool
 node_dead(struct mkv_pool *p, struct watch *w, const struct mkv_node *n)
 {
-	uint64_t beat = LOAD(n->beat), now = mkv_clock_now();
+	uint64_t beat = PEEK(n->beat), now = mkv_clock_now();
 
 	if (beat != w->beat) {
 		w->beat = beat;
@@ -363,14 +366,19 @@ bakery_enter(struct mkv_pool *p)
 	STORE(me->choosing, 1);
 	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
-		uint64_t nj = LOAD(p->nodes[j].number);
+		uint64_t *nj = &p->nodes[j].number;
 
-		if (nj > max)
-			max = nj;
+		/* a step a test stops a contender at by name (t/check_leasesites.c) */
+		mkv_share_inval_at(p, nj, sizeof(*nj), __FILE__ ":bakery_numbers");
+		if (PEEK(*nj) > max)
+			max = PEEK(*nj);
 	}
 	mine = max + 1;
+	/*
+	 * number and choosing share a line, which is written back whole: the
+	 * one write-back shows the number no later than the choice's end
+	 */
 	STORE(me->number, mine);
-	mkv_share_persist(p, &me->number, sizeof(me->number));
 	STORE(me->choosing, 0);
 	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
 
@@ -378,13 +386,15 @@ bakery_enter(struct mkv_pool *p)
 		struct mkv_node *n = &p->nodes[j];
 		struct watch w = { LOAD(n->beat), mkv_clock_now() };
 
-		if (j == p->node_idx || LOAD(n->id) == 0)
+		/* id is on the beat's line, just invalidated */
+		if (j == p->node_idx || PEEK(n->id) == 0)
 			continue;
 		for (;;) {
 			uint64_t nj;
 
 			if (!LOAD(n->choosing)) {
-				nj = LOAD(n->number);
+				/* on choosing's line, just invalidated */
+				nj = PEEK(n->number);
 				if (nj == 0 || nj > mine || (nj == mine && j > p->node_idx))
 					break;
 			}
@@ -425,9 +435,18 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 	v->node = PEEK(l->holder_node);
 	v->slot = PEEK(l->holder_slot);
 	v->pid = PEEK(l->holder_pid);
-	/* the heartbeat is in the holder's node entry */
-	v->heartbeat = v->node && v->node <= p->sb->max_nodes ?
-		LOAD(p->nodes[v->node - 1].lease_beat) : 0;
+	/*
+	 * the heartbeat is in the holder's node entry; a holder's look from
+	 * its write window stops here in a test (t/check_leasesites.c): the
+	 * record read, its own line not yet invalidated
+	 */
+	v->heartbeat = 0;
+	if (v->node && v->node <= p->sb->max_nodes) {
+		const uint64_t *beat = &p->nodes[v->node - 1].lease_beat;
+
+		mkv_share_inval_at(p, beat, sizeof(*beat), __FILE__ ":lease_read_beat");
+		v->heartbeat = PEEK(*beat);
+	}
 }
 
 /* Advance the heartbeat in our node's entry: only our node writes that line. */
@@ -529,7 +548,8 @@ mkv_lease_write_begin(struct mkv_pool *p)
 	STORE(me->write_slot, p->slot);
 	STORE(me->write_owner, mkv_client_owner(p));
 	STORE(me->write_gen, p->h.generation);
-	mkv_share_wb(p, &me->write_gen, 3 * sizeof(uint64_t));
+	/* named: a test stops a holder at its next look (t/check_leasesites.c) */
+	mkv_share_wb_at(p, &me->write_gen, 3 * sizeof(uint64_t), __FILE__ ":window_open");
 	mkv_full_fence();
 	if (mkv_lease_valid(p))
 		return 0;
@@ -685,7 +705,8 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_slot, p->slot);
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
-		mkv_share_persist(p, l, sizeof(*l));
+		/* a test stops a new holder here by name, inside the bakery */
+		mkv_share_persist_at(p, l, sizeof(*l), __FILE__ ":lease_take");
 		lease_beat_store(p);
 	}
 	bakery_exit(p);

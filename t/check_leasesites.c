@@ -30,6 +30,12 @@
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
 #define LONGER_LEASE "40000"
 #define SLOW_CLIENT_TIMEOUT "120000"
+/*
+ * a lease period in which a contender waits for a node stopped inside the
+ * bakery to be judged dead, with clients never judged dead meanwhile
+ */
+#define BAKERY_LEASE_MS 2000U
+#define BAKERY_LEASE "2000 " SLOW_CLIENT_TIMEOUT
 #define MAX_CLIENTS 3U
 #define MAX_NODES 3U
 
@@ -209,23 +215,126 @@ START_TEST(test_a_client_that_closed_on_another_host_is_gone_at_once)
 END_TEST
 
 /*
- * The write window: a new holder on h2 is stopped inside the write window
- * of its takeover (in its rebuild of the page table, the first time it
- * reaches src/pages.c).  h3's write, forwarded to it, waits for the lease
- * to expire and then, holding it, for the window h2 announced to close or
- * for h2 to be dead by its client heartbeat: a client timeout at least
- * from h3's first look, which came after h2 stopped.  Had h2's
- * announcement stayed in its host's cache, or h3 looked at its own old
- * copy of it, h3 would write at once, beside a holder that may still be
- * writing.
+ * Two contenders for a lease that h1, its first holder, gave up on close:
+ * @p b (h2, node entry 1) and @p a (h3, entry 2), with @p stop in a's
+ * environment; a's write contends first, and it stops where @p stop says.
+ * Returns when it has stopped.  (The first opener takes the lease at
+ * once: the bakery is entered first on a's write.)
  */
-START_TEST(test_a_new_holder_waits_for_a_stopped_holders_write_window)
+static void
+bakery_contenders(struct tu_host *b, struct tu_host *a, const char *stop)
+{
+	struct tu_host h1;
+
+	host_start_with(&h1, "h1", NULL, BAKERY_LEASE);
+	host_start(b, "h2", NULL);
+	host_start(a, "h3", stop);
+	ck_assert_int_eq(tu_host_do(&h1, "holder"), h1.pid);
+	host_close(&h1);
+	tu_host_send(a, "put a 0 1");
+	ck_assert_int_eq(tu_wait_stopped(a->pid, 60), 0);
+}
+
+/*
+ * b's write, contending while a is stopped in the bakery: at least
+ * @p periods lease periods, in each of which it waits for a to be judged
+ * dead (by its node's beat in the bakery, by the lease's heartbeat
+ * before), from b's first look, which came after a stopped; the bound is
+ * half a period less, for a host slow to answer.
+ */
+static void
+contender_waits(struct tu_host *b, unsigned periods, const char *where)
+{
+	double t0 = tu_now(), took;
+
+	ck_assert_int_eq(tu_host_do(b, "put b 0 1"), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took >= (periods - 0.5) * BAKERY_LEASE_MS / 1000.0,
+			"h2 took the lease %.3f s after h3 stopped %s", took, where);
+	ck_assert_int_eq(tu_host_do(b, "holder"), b->pid);
+}
+
+/*
+ * The bakery's doorway: h3, contending for the free lease, is stopped
+ * while it reads the others' numbers, its choosing flag set.  h2's write
+ * contends too, and waits in the bakery for h3 to choose its number, or
+ * to be judged dead.  Had h3's flag stayed in its host's cache, or h2
+ * looked at its own old copy of it, h2 would go in at once, while h3 may
+ * yet choose a number no higher than h2's and go in too.
+ */
+START_TEST(test_a_contender_waits_for_a_host_stopped_choosing_its_number)
+{
+	struct tu_host a, b;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:bakery_numbers");
+	contender_waits(&b, 1, "choosing");
+	/* h3 goes on: it finds the lease taken, and its write is forwarded */
+	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&a), 1);
+	ck_assert_int_eq(tu_host_do(&b, "check a 0 1"), 1);
+	host_close(&a);
+	host_close(&b);
+}
+END_TEST
+
+/*
+ * The bakery's numbers: h3, a node of a higher index than h2's, is
+ * stopped inside the critical section (its lease record stored, not yet
+ * written back).  h2 contends: it must read h3's number and choose one
+ * above it, then wait for h3 to leave or to be judged dead.  Had it read
+ * its own old copy of h3's number (0, from before h3 chose), it would
+ * choose the same number, win the tie by its lower index, and go in
+ * beside h3 at once.  h3 is killed: a host that died inside the bakery.
+ */
+START_TEST(test_a_contender_waits_for_a_host_stopped_inside_the_bakery)
+{
+	struct tu_host a, b;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take");
+	contender_waits(&b, 1, "inside the bakery");
+	tu_host_kill(&a);
+	host_close(&b);
+}
+END_TEST
+
+/*
+ * The lease record: h3, the new holder, is stopped inside the bakery right
+ * after it wrote the record back, before it leaves.  h2 contends: it finds
+ * the lease held, waits a lease period for its heartbeat to stand still,
+ * then a period more for h3 to leave the bakery or be judged dead.  Had
+ * the record stayed in h3's host's cache, h2 would find the lease free and
+ * wait only the second period, and take it beside a holder that, going
+ * on, would write as one.
+ */
+START_TEST(test_a_contender_finds_the_lease_taken_inside_the_bakery)
+{
+	struct tu_host a, b;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take>");
+	contender_waits(&b, 2, "past writing the lease record");
+	tu_host_kill(&a);
+	host_close(&b);
+}
+END_TEST
+
+/*
+ * The write window: a new holder on h2 is stopped inside the write window
+ * of its takeover, where @p stop says.  h3's write, forwarded to it, waits
+ * for the lease to expire and then, holding it, for the window h2
+ * announced to close or for h2 to be dead by its client heartbeat: a
+ * client timeout at least from h3's first look, which came after h2
+ * stopped.  Had h2's announcement stayed in its host's cache, or h3
+ * looked at its own old copy of it, h3 would write at once, beside a
+ * holder that may still be writing.
+ */
+static void
+takeover_waits_for_window(const char *stop)
 {
 	struct tu_host h[3];
 	double t0, took;
 
 	host_start(&h[0], "h1", NULL);
-	host_start(&h[1], "h2", "HOSTEMU_STOP=src/pages.c:");
+	host_start(&h[1], "h2", stop);
 	host_start(&h[2], "h3", NULL);
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[0], "holder"), h[0].pid);
@@ -244,6 +353,50 @@ START_TEST(test_a_new_holder_waits_for_a_stopped_holders_write_window)
 	tu_host_kill(&h[1]);
 	host_close(&h[2]);
 }
+
+/* stopped in its rebuild of the page table, the first time it reaches src/pages.c */
+START_TEST(test_a_new_holder_waits_for_a_stopped_holders_write_window)
+{
+	takeover_waits_for_window("HOSTEMU_STOP=src/pages.c:");
+}
+END_TEST
+
+/*
+ * stopped right after its look at the lease record from the window it
+ * opened, which found it still the holder: before anything else of its
+ * own writes the announcement's line back
+ */
+START_TEST(test_a_new_holder_waits_for_a_window_announced_before_the_look)
+{
+	takeover_waits_for_window("HOSTEMU_STOP=:window_open>:lease_read_beat");
+}
+END_TEST
+
+/*
+ * Revocation: h2, a client of another host, is stopped longer than the
+ * client timeout; the holder on h1 judges it dead, revokes its claim, and
+ * is stopped right after, before anything else of its own touches the
+ * slot's line.  h2 resumes and reads: it must learn that it lost its slot
+ * (MKV_E_EXPIRED), and read nothing.  Had the revocation stayed in h1's
+ * host's cache, h2 would go on as a client whose pins and grants the
+ * holder counts no more.
+ */
+START_TEST(test_a_revoked_client_learns_it_while_the_holder_is_stopped)
+{
+	struct tu_host h[2];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:revoke>");
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_stop(h[1].pid, 60), 0);
+	/* the holder's reclamation, a client timeout and a lease period on */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "check a 0 1"), 0);
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+}
 END_TEST
 
 static Suite *
@@ -259,6 +412,11 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_forwarded_write_rings_the_holder_awake);
 	tcase_add_test(tc, test_a_client_that_closed_on_another_host_is_gone_at_once);
 	tcase_add_test(tc, test_a_new_holder_waits_for_a_stopped_holders_write_window);
+	tcase_add_test(tc, test_a_new_holder_waits_for_a_window_announced_before_the_look);
+	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_choosing_its_number);
+	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_inside_the_bakery);
+	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
+	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -29,6 +29,11 @@
  *                  once continued, every line of its mappings is refreshed,
  *                  as if its host's caches had dropped all while it was
  *                  stopped (a reader paused at a chosen point)
+ *                  HOSTEMU_STOP=A>B stops at the first call from a site
+ *                  whose name holds B after the first call from one whose
+ *                  name holds A (left out by HOSTEMU_SKIP or not): a stop
+ *                  at a site called often, right after one called at a
+ *                  chosen step
  *
  * Host H's cache of device file F is two files of F's length in
  * HOSTEMU_DIR/H: F.cache, what H's CPUs see, and F.clean, what H last
@@ -188,6 +193,8 @@ static struct {
 	uint64_t page;
 	const char *skip;
 	const char *stop;
+	char stop_after[128];  /* A of HOSTEMU_STOP=A>B, "" without one */
+	int armed;
 	int stopped;
 	int sites_fd;
 	double noise;
@@ -669,7 +676,12 @@ he_setup(void)
 		he_die("%s/stripes: %s", dir, strerror(errno));
 	next.close(fd);
 	he.skip = getenv("HOSTEMU_SKIP");
-	he.stop = getenv("HOSTEMU_STOP");
+	if ((he.stop = getenv("HOSTEMU_STOP")) != NULL && (v = strchr(he.stop, '>')) != NULL) {
+		if ((size_t)(v - he.stop) >= sizeof(he.stop_after))
+			he_die("HOSTEMU_STOP %s: too long", he.stop);
+		memcpy(he.stop_after, he.stop, (size_t)(v - he.stop));
+		he.stop = v + 1;
+	}
 	if ((v = getenv("HOSTEMU_SITES")) != NULL &&
 	    (he.sites_fd = next.openat(AT_FDCWD, v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 			0600)) < 0)
@@ -834,14 +846,17 @@ static void
 he_range(const void *addr, size_t len, const char *site, enum he_op op)
 {
 	uintptr_t a = (uintptr_t)addr, b = a + len;
-	int i, err = errno;
+	int i, arming, err = errno;
 
 	if (!he_on())
 		return;
 	site = site ? site : "";
 	he_site(site);
+	arming = *he.stop_after && strstr(site, he.stop_after) != NULL &&
+		!__atomic_exchange_n(&he.armed, 1, __ATOMIC_SEQ_CST);
 	/* a site left out is still reached: a test that stops there must stop */
-	if (he.stop != NULL && strstr(site, he.stop) != NULL &&
+	if (!arming && he.stop != NULL && strstr(site, he.stop) != NULL &&
+	    (!*he.stop_after || __atomic_load_n(&he.armed, __ATOMIC_SEQ_CST)) &&
 	    !__atomic_exchange_n(&he.stopped, 1, __ATOMIC_SEQ_CST))
 		he_stop();
 	if (he.skip != NULL && strcmp(site, he.skip) == 0)
