@@ -254,6 +254,18 @@ contender_waits(struct tu_host *b, unsigned periods, const char *where)
 	ck_assert_int_eq(tu_host_do(b, "holder"), b->pid);
 }
 
+/* h2 waits for h3, stopped inside the bakery where `stop` says, which is then killed. */
+static void
+contender_waits_for_the_stopped(const char *stop, unsigned periods, const char *what)
+{
+	struct tu_host a, b;
+
+	bakery_contenders(&b, &a, stop);
+	contender_waits(&b, periods, what);
+	tu_host_kill(&a);
+	host_close(&b);
+}
+
 /*
  * The bakery's doorway: h3, contending for the free lease, is stopped
  * while it reads the others' numbers, its choosing flag set.  h2's write
@@ -288,12 +300,7 @@ END_TEST
  */
 START_TEST(test_a_contender_waits_for_a_host_stopped_inside_the_bakery)
 {
-	struct tu_host a, b;
-
-	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take");
-	contender_waits(&b, 1, "inside the bakery");
-	tu_host_kill(&a);
-	host_close(&b);
+	contender_waits_for_the_stopped("HOSTEMU_STOP=:lease_take", 1, "inside the bakery");
 }
 END_TEST
 
@@ -308,12 +315,8 @@ END_TEST
  */
 START_TEST(test_a_contender_finds_the_lease_taken_inside_the_bakery)
 {
-	struct tu_host a, b;
-
-	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take>");
-	contender_waits(&b, 2, "past writing the lease record");
-	tu_host_kill(&a);
-	host_close(&b);
+	contender_waits_for_the_stopped("HOSTEMU_STOP=:lease_take>", 2,
+			"past writing the lease record");
 }
 END_TEST
 
