@@ -172,13 +172,15 @@ mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id)
 		if (!written(r, info.me_last_pgno, &s))
 			s.n = MKV_WLOG_ALL;
 	}
+	/* the write-backs of the ranges and of the id are named: t/check_sites stops there */
 	mkv_share_store(p, &w->txn, 0);
 	w->n = s.n;
 	if (s.n != MKV_WLOG_ALL)
 		memcpy(w->range, s.range, s.n * sizeof(s.range[0]));
-	mkv_share_wb(p, w, offsetof(struct mkv_wlog, range) +
-			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])));
-	mkv_share_store(p, &w->txn, id);
+	mkv_share_wb_at(p, w, offsetof(struct mkv_wlog, range) +
+			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])), __FILE__ ":wlog_ranges");
+	__atomic_store_n(&w->txn, id, __ATOMIC_SEQ_CST);
+	mkv_share_wb_at(p, &w->txn, sizeof(w->txn), __FILE__ ":wlog_publish");
 	if (!known) {
 		r->wl_id = 0;
 		return;
