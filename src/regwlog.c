@@ -17,8 +17,10 @@
  * writes it again, and logs it then.
  *
  * A reader at snapshot `from` moving to `to` drops the pages of records
- * from + 1 to `to`; if any of them is missing, overwritten, or says its
- * pages are not known, it drops the whole registry in use as before.
+ * from + 1 to `to`; if any of them is missing, overwritten, says its
+ * pages are not known, or is damaged (more ranges than a record holds, a
+ * range past the newest snapshot's last page), it drops the whole registry
+ * in use as before.
  *
  * Format knowledge, of LMDB 0.9.24 (check_registry compares the log with
  * the pages whose bytes each commit changed): a free-list record is an
@@ -227,8 +229,14 @@ mkv_reg_wlog_fresh(struct mkv_pool *p, uint64_t from, uint64_t to, uint64_t last
 		for (uint32_t i = 0; i < s.n; i++) {
 			uint64_t pg = s.range[i][0], end = pg + s.range[i][1];
 
+			/*
+			 * The holder logs pages of the new snapshot only, none
+			 * past its last page, which is at most the newest's: a
+			 * range past that is damage, and the record's other
+			 * ranges are no more to be trusted than it.
+			 */
 			if (end > last + 1)
-				end = last + 1;
+				return false;
 			if (pg < end)
 				mkv_share_inval(p, p->reg->shadow + pg * p->reg->psize,
 						(end - pg) * p->reg->psize);
