@@ -795,6 +795,57 @@ START_TEST(test_a_reader_never_trusts_a_damaged_log_record)
 }
 END_TEST
 
+/* Where the holder on h1 stops in its rewrite of a record, one per run. */
+static const char *const wlog_stops[] = {
+	/* the id cleared on the device, the ranges of 32 commits before there */
+	"HOSTEMU_STOP=src/get.c:>:wlog_ranges",
+	/* the new ranges on the device, the id still cleared there */
+	"HOSTEMU_STOP=src/get.c:>:wlog_publish",
+};
+
+/*
+ * The holder on h1 stopped in its rewrite of the record of the commit it
+ * just made, after it cleared the record's id and before it wrote it
+ * again: a reader on h2 moving to that commit meanwhile drops the whole
+ * registry and reads the commit's key; once the holder goes on, the
+ * reader's move to the next commit uses the log.  The holder's own get
+ * (src/get.c) arms the stop, so that its open and first commits pass.
+ * A lease of a minute: h2 does not take the lease over from the stopped
+ * holder.
+ */
+START_TEST(test_a_reader_during_a_stopped_log_rewrite_takes_the_whole_registry)
+{
+	struct tu_host h[2];
+	long long logged, whole;
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	tu_host_quiet(&h[0], "check_sites", "h1", wlog_stops[_i], arg);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g 0 %u", KEYS), KEYS);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 1), KEYS + 1);
+	logged = tu_host_do(&h[1], "stat logged");
+	whole = tu_host_do(&h[1], "stat whole");
+	ck_assert_int_ge(logged, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check g 0 1"), 1);
+	tu_host_send(&h[0], "put g %u 1", KEYS + 1);
+	ck_assert_msg(tu_wait_stopped(h[0].pid, 10) == 0,
+			"the holder did not stop in its rewrite of the page log record");
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 2), KEYS + 2);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS + 2), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 3), KEYS + 3);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	hosts_end(h, 2);
+}
+END_TEST
+
 /* Each test takes a few seconds: a hang (a stop never reached) fails in 30. */
 static TCase *
 wlog_tcase(void)
@@ -804,6 +855,8 @@ wlog_tcase(void)
 	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, test_a_reader_never_trusts_a_damaged_log_record, 0, WLOG_DAMAGES);
+	tcase_add_loop_test(tc, test_a_reader_during_a_stopped_log_rewrite_takes_the_whole_registry,
+			0, sizeof(wlog_stops) / sizeof(wlog_stops[0]));
 	return tc;
 }
 
