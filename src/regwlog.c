@@ -17,8 +17,10 @@
  * writes it again, and logs it then.
  *
  * A reader at snapshot `from` moving to `to` drops the pages of records
- * from + 1 to `to`; if any of them is missing, overwritten, or says its
- * pages are not known, it drops the whole registry in use as before.
+ * from + 1 to `to`; if any of them is missing, overwritten, says its
+ * pages are not known, or is damaged (more ranges than a record holds, a
+ * range past the newest snapshot's last page), it drops the whole registry
+ * in use as before.
  *
  * Format knowledge, of LMDB 0.9.24 (check_registry compares the log with
  * the pages whose bytes each commit changed): a free-list record is an
@@ -185,13 +187,15 @@ mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id, MDB_txn *t)
 		if (!written(r, info.me_last_pgno, &s))
 			s.n = MKV_WLOG_ALL;
 	}
+	/* the write-backs of the ranges and of the id are named: t/check_sites stops there */
 	mkv_share_store(p, &w->txn, 0);
 	w->n = s.n;
 	if (s.n != MKV_WLOG_ALL)
 		memcpy(w->range, s.range, s.n * sizeof(s.range[0]));
-	mkv_share_wb(p, w, offsetof(struct mkv_wlog, range) +
-			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])));
-	mkv_share_store(p, &w->txn, id);
+	mkv_share_wb_at(p, w, offsetof(struct mkv_wlog, range) +
+			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])), __FILE__ ":wlog_ranges");
+	__atomic_store_n(&w->txn, id, __ATOMIC_SEQ_CST);
+	mkv_share_wb_at(p, &w->txn, sizeof(w->txn), __FILE__ ":wlog_publish");
 	if (!known) {
 		r->wl_id = 0;
 		return;
@@ -228,8 +232,14 @@ mkv_reg_wlog_fresh(struct mkv_pool *p, uint64_t from, uint64_t to, uint64_t last
 		for (uint32_t i = 0; i < s.n; i++) {
 			uint64_t pg = s.range[i][0], end = pg + s.range[i][1];
 
+			/*
+			 * The holder logs pages of the new snapshot only, none
+			 * past its last page, which is at most the newest's: a
+			 * range past that is damage, and the record's other
+			 * ranges are no more to be trusted than it.
+			 */
 			if (end > last + 1)
-				end = last + 1;
+				return false;
 			if (pg < end)
 				mkv_share_inval(p, p->reg->shadow + pg * p->reg->psize,
 						(end - pg) * p->reg->psize);

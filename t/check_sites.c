@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -679,10 +680,192 @@ sites_suite(void)
 	return s;
 }
 
+/* ===================================================================== */
+/* The page log (src/regwlog.c): records a reader must not trust         */
+
+/*
+ * The newest record of the log at @p log in the pool's super (the test's
+ * own descriptor @p fd), read from the device: into *w, its offset in the
+ * file into *off.
+ */
+static void
+wlog_newest(int fd, uint64_t log, struct mkv_wlog *w, off_t *off)
+{
+	struct mkv_wlog r;
+
+	w->txn = 0;
+	for (unsigned i = 0; i < MKV_WLOG_RECS; i++) {
+		off_t o = (off_t)(log + i * sizeof(r));
+
+		ck_assert_int_eq(pread(fd, &r, sizeof(r), o), (ssize_t)sizeof(r));
+		if (r.txn > w->txn) {
+			*w = r;
+			*off = o;
+		}
+	}
+	ck_assert_uint_gt(w->txn, 0);
+}
+
+/* How a record is damaged, one per run of the loop test below. */
+enum wlog_damage {
+	WLOG_OTHER_LAP,      /* the id of the commit 32 later, whose record this is too */
+	WLOG_TOO_MANY,       /* a count of ranges past the most a record holds */
+	WLOG_NOT_KNOWN,      /* the mark of a commit whose pages are not known */
+	WLOG_TORN,           /* the id cleared: the holder stopped while it rewrites it */
+	WLOG_PAST_FILE,      /* a range past the registry file's end (counted in 4 KiB pages) */
+	WLOG_OVER_END,       /* a range from the first page running past the end */
+	WLOG_DAMAGES
+};
+
+/*
+ * A reader on h2 moving to a commit of h1's whose log record (on the
+ * device) is damaged: it drops the whole registry, reads every key right,
+ * and its next move, to a commit logged as written, uses the log again.
+ * A record of no ranges, or of ranges that drop nothing, would leave the
+ * reader's caches holding the pages of the commit before: trusted, it
+ * reads them stale.  A lease of a minute: the holder commits nothing of
+ * its own between the steps.
+ */
+START_TEST(test_a_reader_never_trusts_a_damaged_log_record)
+{
+	struct tu_host h[2];
+	struct mkv_wlog w;
+	struct mkv_super sb;
+	long long logged, whole;
+	char arg[32], *super;
+	off_t off = 0;
+	int fd;
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	host_start_with(&h[0], "h1", arg);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g 0 %u", KEYS), KEYS);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS), KEYS);
+	logged = tu_host_do(&h[1], "stat logged");
+	whole = tu_host_do(&h[1], "stat whole");
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS), 1);
+
+	ck_assert_int_ge(asprintf(&super, "%s/super", tu_path), 0);
+	ck_assert_int_ge(fd = open(super, O_RDWR), 0);
+	free(super);
+	ck_assert_int_eq(pread(fd, &sb, sizeof(sb), 0), (ssize_t)sizeof(sb));
+	wlog_newest(fd, sb.wlog_off, &w, &off);
+	/* the record as the holder wrote it names the commit's pages */
+	ck_assert_uint_gt(w.n, 0);
+	ck_assert_uint_le(w.n, MKV_WLOG_RANGES);
+	if (_i != WLOG_NOT_KNOWN)
+		memset(w.range, 0, sizeof(w.range));
+	switch (_i) {
+	case WLOG_OTHER_LAP:
+		w.txn += MKV_WLOG_RECS;
+		break;
+	case WLOG_TOO_MANY:
+		w.n = MKV_WLOG_RANGES + 1;
+		break;
+	case WLOG_NOT_KNOWN:
+		w.n = MKV_WLOG_ALL;
+		break;
+	case WLOG_TORN:
+		w.txn = 0;
+		break;
+	case WLOG_PAST_FILE:
+		w.n = 1;
+		w.range[0][0] = (uint32_t)(sb.registry_size / TU_PAGE_SIZE);
+		w.range[0][1] = 1;
+		break;
+	case WLOG_OVER_END:
+		w.n = 1;
+		w.range[0][0] = 0;
+		w.range[0][1] = UINT32_MAX;
+		break;
+	}
+	ck_assert_int_eq(pwrite(fd, &w, sizeof(w), off), (ssize_t)sizeof(w));
+	ck_assert_int_eq(close(fd), 0);
+
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 1), KEYS + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS + 1), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 2), KEYS + 2);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/* Where the holder on h1 stops in its rewrite of a record, one per run. */
+static const char *const wlog_stops[] = {
+	/* the id cleared on the device, the ranges of 32 commits before there */
+	"HOSTEMU_STOP=src/get.c:>:wlog_ranges",
+	/* the new ranges on the device, the id still cleared there */
+	"HOSTEMU_STOP=src/get.c:>:wlog_publish",
+};
+
+/*
+ * The holder on h1 stopped in its rewrite of the record of the commit it
+ * just made, after it cleared the record's id and before it wrote it
+ * again: a reader on h2 moving to that commit meanwhile drops the whole
+ * registry and reads the commit's key; once the holder goes on, the
+ * reader's move to the next commit uses the log.  The holder's own get
+ * (src/get.c) arms the stop, so that its open and first commits pass.
+ * A lease of a minute: h2 does not take the lease over from the stopped
+ * holder.
+ */
+START_TEST(test_a_reader_during_a_stopped_log_rewrite_takes_the_whole_registry)
+{
+	struct tu_host h[2];
+	long long logged, whole;
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	tu_host_quiet(&h[0], "check_sites", "h1", wlog_stops[_i], arg);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g 0 %u", KEYS), KEYS);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 1), KEYS + 1);
+	logged = tu_host_do(&h[1], "stat logged");
+	whole = tu_host_do(&h[1], "stat whole");
+	ck_assert_int_ge(logged, 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check g 0 1"), 1);
+	tu_host_send(&h[0], "put g %u 1", KEYS + 1);
+	ck_assert_msg(tu_wait_stopped(h[0].pid, 10) == 0,
+			"the holder did not stop in its rewrite of the page log record");
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 2), KEYS + 2);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put g %u 1", KEYS + 2), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "check g 0 %u", KEYS + 3), KEYS + 3);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat logged"), logged + 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat whole"), whole + 1);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/* Each test takes a fraction of a second: a hang (a stop never reached) fails in 30. */
+static TCase *
+wlog_tcase(void)
+{
+	TCase *tc = tcase_create("wlog");
+
+	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_loop_test(tc, test_a_reader_never_trusts_a_damaged_log_record, 0, WLOG_DAMAGES);
+	tcase_add_loop_test(tc, test_a_reader_during_a_stopped_log_rewrite_takes_the_whole_registry,
+			0, sizeof(wlog_stops) / sizeof(wlog_stops[0]));
+	return tc;
+}
+
 int
 main(int argc, char **argv)
 {
+	Suite *s;
+
 	if (argc == 2 && strcmp(argv[1], "--host") == 0)
 		return tu_host_serve(host_cmd);
-	return tu_run_suite(sites_suite());
+	s = sites_suite();
+	suite_add_tcase(s, wlog_tcase());
+	return tu_run_suite(s);
 }

@@ -997,6 +997,78 @@ def test_get_release_loop_does_not_leak(pool):
     assert rss_kib() - rss < 2048, "RSS grew by %d KiB" % (rss_kib() - rss)
 
 
+# Non-coherent pools
+
+
+MKV_CREATE = 0x1
+MKV_NONCOHERENT = 2
+
+
+def create_noncoherent(path, data_size, lease_period_ms):
+    """Create the pool at path non-coherent (MKV_NONCOHERENT) and close it.
+    Pool() has no option for the memory model: libmarukv's own calls, found
+    through the extension module, which links it."""
+    lib = ctypes.CDLL(marukv._marukv.__file__)
+    ptr = ctypes.POINTER(ctypes.c_void_p)
+    lib.mkv_opts_new.argtypes = [ptr]
+    lib.mkv_opts_delete.argtypes = [ptr]
+    lib.mkv_opts_set_coherence.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.mkv_opts_set_data_size.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    lib.mkv_opts_set_lease_period.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.mkv_pool_open.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_void_p, ptr]
+    lib.mkv_pool_close.argtypes = [ptr]
+    opts, pool = ctypes.c_void_p(), ctypes.c_void_p()
+    assert lib.mkv_opts_new(ctypes.byref(opts)) == 0
+    try:
+        if lib.mkv_opts_set_coherence(opts, MKV_NONCOHERENT) != 0:
+            pytest.skip("no cache line flush for non-coherent pools on this machine")
+        assert lib.mkv_opts_set_data_size(opts, data_size) == 0
+        assert lib.mkv_opts_set_lease_period(opts, lease_period_ms) == 0
+        assert lib.mkv_pool_open(os.fsencode(path), MKV_CREATE, opts, ctypes.byref(pool)) == 0
+        lib.mkv_pool_close(ctypes.byref(pool))
+    finally:
+        lib.mkv_opts_delete(ctypes.byref(opts))
+
+
+def snapshot_moves(p):
+    st = p.stat()
+    return st["registry_fresh_logged"], st["registry_fresh_whole"]
+
+
+def test_stat_counts_how_a_reader_made_each_snapshot_fresh(pooldir):
+    """A reader in a non-coherent pool that reads after each commit of the
+    holder (another handle) moves to each new snapshot through the holder's
+    log of the pages the commit wrote: registry_fresh_logged counts one per
+    commit.  Its first move, and one more than 32 commits behind, drop the
+    whole registry: registry_fresh_whole.  A lease of a minute: the holder
+    commits only when asked.  In a coherent pool both stay 0."""
+    create_noncoherent(pooldir, 16 << 20, 60000)
+    with marukv.Pool(pooldir) as w, marukv.Pool(pooldir, readonly=True) as r:
+        assert r.stat()["coherence"] == "non-coherent"
+        w.put(b"k0", pattern(0, 100))
+        assert bytes(r.get(b"k0")) == pattern(0, 100)
+        logged, whole = snapshot_moves(r)
+        assert whole >= 1
+        for i in range(1, 9):
+            w.put(b"k%d" % i, pattern(i, 100))
+            with r.get(b"k%d" % i) as v:
+                assert bytes(v) == pattern(i, 100)
+            assert snapshot_moves(r) == (logged + i, whole)
+        logged += 8
+        for i in range(9, 9 + 33):
+            w.put(b"k%d" % i, pattern(i, 100))
+        for i in range(9 + 33):
+            with r.get(b"k%d" % i) as v:
+                assert bytes(v) == pattern(i, 100)
+        assert snapshot_moves(r) == (logged, whole + 1)
+    with open_pool(pooldir + "c") as w, marukv.Pool(pooldir + "c", readonly=True) as r:
+        assert r.stat()["coherence"] == "coherent"
+        for i in range(4):
+            w.put(b"k%d" % i, b"v")
+            assert bytes(r.get(b"k%d" % i)) == b"v"
+        assert snapshot_moves(r) == (0, 0)
+
+
 # The documented example
 
 
