@@ -775,7 +775,7 @@ opt_uint(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
 /* Creation and open options, as mkv_opts; an exception on error. */
 struct popts {
 	PyObject *data_size, *page_size, *max_clients, *registry_size, *lease_period_ms,
-		*watermarks, *client_timeout_ms, *node, *group, *max_nodes;
+		*watermarks, *client_timeout_ms, *node, *group, *max_nodes, *coherence;
 };
 
 static int
@@ -835,6 +835,32 @@ opts_fill(struct mkv_opts *o, const struct popts *p)
 			return -1;
 		}
 	}
+	if (p->coherence && p->coherence != Py_None) {
+		const char *name = PyUnicode_Check(p->coherence) ?
+				PyUnicode_AsUTF8(p->coherence) : NULL;
+		enum mkv_coherence c;
+
+		if (name == NULL) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "coherence must be a str");
+			return -1;
+		}
+		/* the names the stat dict gives */
+		if (strcmp(name, mkv_coherence_name(MKV_COHERENT)) == 0) {
+			c = MKV_COHERENT;
+		} else if (strcmp(name, mkv_coherence_name(MKV_NONCOHERENT)) == 0) {
+			c = MKV_NONCOHERENT;
+		} else {
+			PyErr_Format(PyExc_ValueError, "coherence must be '%s' or '%s', not '%s'",
+					mkv_coherence_name(MKV_COHERENT),
+					mkv_coherence_name(MKV_NONCOHERENT), name);
+			return -1;
+		}
+		if ((rc = mkv_opts_set_coherence(o, c)) < 0) {
+			raise_mkv(rc);
+			return -1;
+		}
+	}
 	if (p->node && p->node != Py_None) {
 		const char *name;
 
@@ -857,7 +883,7 @@ Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "path", "create", "readonly", "verify", "nochecksum",
 		"data_size", "page_size", "max_clients", "registry_size", "lease_period_ms",
-		"watermarks", "client_timeout_ms", "node", "group", "max_nodes", NULL };
+		"watermarks", "client_timeout_ms", "node", "group", "max_nodes", "coherence", NULL };
 	PyObject *path = NULL, *fspath = NULL;
 	int create = 0, readonly = 0, verify = 0, nochecksum = 0, rc;
 	struct popts po = { 0 };
@@ -867,11 +893,11 @@ Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 	unsigned flags;
 	PoolObject *self;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Opppp$OOOOOOOOOO:Pool", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Opppp$OOOOOOOOOOO:Pool", kwlist,
 			&path, &create, &readonly, &verify, &nochecksum,
 			&po.data_size, &po.page_size, &po.max_clients, &po.registry_size,
 			&po.lease_period_ms, &po.watermarks, &po.client_timeout_ms, &po.node,
-			&po.group, &po.max_nodes))
+			&po.group, &po.max_nodes, &po.coherence))
 		return NULL;
 	if (path && path != Py_None) {
 		if (!PyUnicode_FSConverter(path, &fspath))

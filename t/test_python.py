@@ -1000,34 +1000,25 @@ def test_get_release_loop_does_not_leak(pool):
 # Non-coherent pools
 
 
-MKV_CREATE = 0x1
-MKV_NONCOHERENT = 2
-
-
 def create_noncoherent(path, data_size, lease_period_ms):
-    """Create the pool at path non-coherent (MKV_NONCOHERENT) and close it.
-    Pool() has no option for the memory model: libmarukv's own calls, found
-    through the extension module, which links it."""
-    lib = ctypes.CDLL(marukv._marukv.__file__)
-    ptr = ctypes.POINTER(ctypes.c_void_p)
-    lib.mkv_opts_new.argtypes = [ptr]
-    lib.mkv_opts_delete.argtypes = [ptr]
-    lib.mkv_opts_set_coherence.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.mkv_opts_set_data_size.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
-    lib.mkv_opts_set_lease_period.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    lib.mkv_pool_open.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_void_p, ptr]
-    lib.mkv_pool_close.argtypes = [ptr]
-    opts, pool = ctypes.c_void_p(), ctypes.c_void_p()
-    assert lib.mkv_opts_new(ctypes.byref(opts)) == 0
+    """Create the pool at path non-coherent and close it."""
     try:
-        if lib.mkv_opts_set_coherence(opts, MKV_NONCOHERENT) != 0:
-            pytest.skip("no cache line flush for non-coherent pools on this machine")
-        assert lib.mkv_opts_set_data_size(opts, data_size) == 0
-        assert lib.mkv_opts_set_lease_period(opts, lease_period_ms) == 0
-        assert lib.mkv_pool_open(os.fsencode(path), MKV_CREATE, opts, ctypes.byref(pool)) == 0
-        lib.mkv_pool_close(ctypes.byref(pool))
-    finally:
-        lib.mkv_opts_delete(ctypes.byref(opts))
+        marukv.Pool(path, create=True, coherence="non-coherent", data_size=data_size,
+                    lease_period_ms=lease_period_ms).close()
+    except marukv.InvalidArgument as e:
+        pytest.skip("no non-coherent pools here: %s" % e)
+
+
+def test_coherence_option_is_checked(pooldir):
+    """coherence takes the stat dict's names, nothing else, and a pool
+    created with it keeps it for every opener."""
+    with pytest.raises(ValueError, match="coherence must be"):
+        marukv.Pool(pooldir, create=True, coherence="noncoherent")
+    with pytest.raises(TypeError):
+        marukv.Pool(pooldir, create=True, coherence=2)
+    assert not os.path.exists(pooldir)
+    with marukv.Pool(pooldir, create=True, coherence="coherent", data_size=16 << 20) as p:
+        assert p.stat()["coherence"] == "coherent"
 
 
 def snapshot_moves(p):
