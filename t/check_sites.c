@@ -149,6 +149,7 @@ client_field(const char *name, long long pid, long long *out)
  *                   (logged) or whole
  *   client F PID    client_field() F of the client PID
  *   evict PCT       mkv_pool_evict() to PCT percent free: keys evicted
+ *   reclaim         mkv_pool_reclaim(): dead clients reclaimed
  *   view P I        get P<I> and keep the view: 0
  *   release         release the view kept
  *   del P I         delete P<I>
@@ -164,6 +165,7 @@ host_cmd(char *line, char *out, size_t size)
 	char cmd[16] = "", arg[16] = "", key[64];
 	long long from = 0, n = 0, done = 0;
 	struct mkv_evict ev;
+	struct mkv_reclaim rep;
 	size_t klen, len;
 	int rc = 0;
 
@@ -202,6 +204,9 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "evict") == 0) {
 		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
 			done = (long long)ev.keys;
+	} else if (strcmp(cmd, "reclaim") == 0) {
+		if ((rc = mkv_pool_reclaim(hpool, 0, &rep)) == 0)
+			done = rep.clients;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -666,25 +671,26 @@ END_TEST
 
 /*
  * The stop of the three tests below: the holder (or new holder) on h1
- * stops right before its look at a slot's owner word, with its host's
- * caches kept as they were (HOSTEMU_STOP=B!): the slot's line stays as
- * the holder's look at every slot (as its commit begins, regsnap.c; as it
- * takes the lease) left it.  Meanwhile the client of h2 that the slot
- * was granted pages for dies, and h2's next client, @p next, takes the
- * slot over (a claim of another incarnation).  Then the holder goes on.
+ * stops right before its look at one slot's owner word, with its host's
+ * caches kept as they were (HOSTEMU_STOP=B!), so that the slot's line
+ * stays as its look at every slot's owner line (as its commit begins, or
+ * as it takes the lease) left it.  Meanwhile @p client, on h2, whose slot
+ * the holder is about to judge, dies, and h2's next client, @p next, takes
+ * the slot over: a claim of another incarnation.  Then the holder goes on
+ * (a holder left stopped by a failure dies with the test: tu_fork()).
  */
 static void
 slot_changes_hands_while_stopped(struct tu_host *holder, struct tu_host *client,
 		struct tu_host *next)
 {
-	int stopped = tu_wait_stopped(holder->pid, 30);
+	int rc = tu_wait_stopped(holder->pid, 15);
 
-	if (!stopped) {
+	if (rc == 0) {
 		tu_host_kill(client);
 		host_start(next, "h2");
 	}
 	ck_assert_int_eq(kill(holder->pid, SIGCONT), 0);
-	ck_assert_msg(stopped == 0, "the holder did not stop");
+	ck_assert_msg(rc == 0, "the holder did not stop");
 }
 
 /*
@@ -704,7 +710,7 @@ START_TEST(test_a_holder_refuses_a_request_whose_claim_was_taken_over)
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	tu_host_send(&h[1], "alloc 4");
 	slot_changes_hands_while_stopped(&h[0], &h[1], &h[2]);
-	/* answered after the dead client's request */
+	/* answered after the dead client's request, which is judged by then */
 	ck_assert_int_eq(tu_host_do(&h[2], "put b 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[0], "stat void"), 0);
 	hosts_end(h, 3);
@@ -763,11 +769,50 @@ START_TEST(test_a_new_holder_frees_the_pages_of_a_claim_taken_over)
 	tu_host_send(&h[1], "put b 0 1");
 	slot_changes_hands_while_stopped(&h[1], &h[2], &h[4]);
 	ck_assert_int_eq(tu_host_recv(&h[1]), 1);
-
 	ck_assert_int_eq(tu_host_do(&h[1], "stat void"), 0);
 	/* the holder last: for another host, the dead claims stand for minutes */
 	hosts_end(h + 3, 2);
 	hosts_end(h + 1, 1);
+}
+END_TEST
+
+/*
+ * The holder's line of a slot, its count of answers beside the revoked
+ * word: a holder on h1 that answered a client of h2 writes the line back,
+ * so that once a holder on h3 revoked that client's claim (dead), the
+ * next look from h1 at the line (which writes back first what h1 holds
+ * of it dirty) does not undo the revocation.  The holder on h1 is killed
+ * as it opens its next write window, before it looks at the line again;
+ * a second process of h1 (two slots a node) looks last.
+ */
+START_TEST(test_a_revocation_by_another_hosts_holder_stands)
+{
+	struct tu_host h[4];
+	char arg[32];
+	pid_t dead;
+	int rc;
+
+	snprintf(arg, sizeof(arg), "%u %u %u", CLIENT_TIMEOUT_MS, LEASE_MS, 2 * MAX_CLIENTS);
+	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=:answers_counted>:window_open",
+			arg);
+	host_start(&h[1], "h1");
+	host_start(&h[2], "h2");
+	host_start(&h[3], "h3");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "alloc 4"), 0);
+	rc = tu_wait_stopped(h[0].pid, 15);
+	tu_host_kill(&h[0]);
+	ck_assert_msg(rc == 0, "the holder did not stop");
+	/* the lease expires: h3 takes it */
+	ck_assert_int_eq(tu_host_do(&h[3], "put c 0 1"), 1);
+	dead = h[2].pid;
+	tu_host_kill(&h[2]);
+	/* a client timeout, then the holder on h3 revokes the claim */
+	ck_assert_int_ge(tu_host_do(&h[3], "reclaim"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "client alive %d", dead), -1);
+	ck_assert_int_eq(tu_host_do(&h[3], "client alive %d", dead), -1);
+	hosts_end(h + 1, 1);
+	hosts_end(h + 3, 1);
 }
 END_TEST
 
@@ -795,6 +840,7 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_new_holder_frees_a_dead_writers_pages_for_every_host);
 	tcase_add_test(tc, test_a_host_counts_another_hosts_hits);
 	tcase_add_test(tc, test_a_view_of_a_client_that_came_after_the_holder_holds);
+	tcase_add_test(tc, test_a_revocation_by_another_hosts_holder_stands);
 	suite_add_tcase(s, tc);
 	/*
 	 * With a one-minute lease, a request whose doorbell never reaches the
@@ -812,7 +858,7 @@ sites_suite(void)
 	 */
 	tc = tcase_create("stopped");
 	tcase_add_checked_fixture(tc, tu_hosts_setup, tu_hosts_teardown);
-	tcase_set_timeout(tc, 30);
+	tcase_set_timeout(tc, 45);
 	tcase_add_test(tc, test_a_holder_refuses_a_request_whose_claim_was_taken_over);
 	tcase_add_test(tc, test_a_leaving_client_frees_the_pages_of_a_claim_taken_over);
 	tcase_add_test(tc, test_a_new_holder_frees_the_pages_of_a_claim_taken_over);
