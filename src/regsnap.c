@@ -306,25 +306,28 @@ out:
 }
 
 /*
- * After a commit: a read txn at the snapshot it made, to let go of the
- * ones before it later; when all are taken, it replaces the newest.
+ * After a commit, given a read txn t at the snapshot it made (or NULL):
+ * kept, to let go of the ones before it later, and when all are taken in
+ * place of the newest; aborted if no floor is kept.
  */
 void
-mkv_reg_floor_add(struct mkv_pool *p)
+mkv_reg_floor_add(struct mkv_pool *p, MDB_txn *t)
 {
 	struct mkv_registry *r = p->reg;
-	MDB_txn *t = NULL;
 
-	if (!r->shadow)
+	if (!t)
 		return;
 	pthread_mutex_lock(&r->held_lock);
 	if (r->nheld == MKV_REG_HELD)
 		held_drop(r, MKV_REG_HELD - 1);
-	if (r->nheld && !mkv_reg_rtxn_start(p, &t)) {
+	if (r->nheld) {
 		r->held[r->nheld] = t;
 		r->held_id[r->nheld++] = mdb_txn_id(t);
+		t = NULL;
 	}
 	pthread_mutex_unlock(&r->held_lock);
+	if (t)
+		mdb_txn_abort(t);
 }
 
 /* The lease is no longer ours: our txns would only hold back a successor on this host. */
