@@ -765,6 +765,12 @@ START_TEST(test_a_new_holder_frees_the_pages_of_a_claim_taken_over)
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[2], "alloc 4"), 0);
 	tu_host_kill(&h[0]);
+	/*
+	 * h2's readers at the newest snapshot: the new holder does not wait
+	 * for their snapshots of their opens to go idle (a quarter period)
+	 */
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[3], "check a 0 1"), 1);
 	/* the lease is free: h[1] takes it, and rebuilds the table */
 	tu_host_send(&h[1], "put b 0 1");
 	slot_changes_hands_while_stopped(&h[1], &h[2], &h[4]);
@@ -807,8 +813,11 @@ START_TEST(test_a_revocation_by_another_hosts_holder_stands)
 	ck_assert_int_eq(tu_host_do(&h[3], "put c 0 1"), 1);
 	dead = h[2].pid;
 	tu_host_kill(&h[2]);
-	/* a client timeout, then the holder on h3 revokes the claim */
-	ck_assert_int_ge(tu_host_do(&h[3], "reclaim"), 1);
+	/*
+	 * A client timeout, then the holder on h3 has revoked the claim (its
+	 * reaping pass may come first: how many this reclaims is no matter)
+	 */
+	tu_host_do(&h[3], "reclaim");
 	ck_assert_int_eq(tu_host_do(&h[1], "client alive %d", dead), -1);
 	ck_assert_int_eq(tu_host_do(&h[3], "client alive %d", dead), -1);
 	hosts_end(h + 1, 1);
