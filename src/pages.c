@@ -176,7 +176,10 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 			continue;
 		s = MKV_PG_SLOT(w);
 		if (w != word && s < p->sb->max_clients) {
-			owner = mkv_share_load(p, &p->slots[s].owner);
+			/* named: a test stops the holder right before it (t/check_sites.c) */
+			mkv_share_inval_at(p, &p->slots[s].owner, sizeof(owner),
+					__FILE__ ":granted_owner");
+			owner = __atomic_load_n(&p->slots[s].owner, __ATOMIC_SEQ_CST);
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
 					verdict[s] = !mkv_client_reap(p, s, owner) ? VALID : VOID;

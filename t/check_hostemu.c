@@ -7,7 +7,8 @@
  * reads and writes, locks and LMDB's lock file are the host's own; a
  * skipped site does nothing; spontaneous write-backs and drops happen only
  * when asked for; a forked child moves to another host's cache, and only
- * with nothing of the pool in hand.
+ * with nothing of the pool in hand; a process stopped at a site goes on
+ * with its host's lines refreshed, or with '!' as they were.
  *
  * Each test makes a pool directory of plain files (super, data) and runs
  * emulated hosts: this program again (argv[1] == "--host") under
@@ -732,6 +733,52 @@ START_TEST(test_forked_child_becomes_another_host)
 }
 END_TEST
 
+/* ===================================================================== */
+/* 10. A stop at a site, continued with the caches refreshed or kept     */
+
+/*
+ * Host B, stopped at a site (HOSTEMU_STOP=@p stop) after it cached a line,
+ * while host A writes the line back with a new value; continued, B loads
+ * @p want from it.
+ */
+static void
+stopped_while_another_host_writes(const char *stop, long long want)
+{
+	char var[64];
+	const char *env[] = { var, NULL };
+	struct tu_host a, b;
+	int stopped;
+
+	snprintf(var, sizeof(var), "HOSTEMU_STOP=%s", stop);
+	host_start(&a, "A", NULL);
+	host_start(&b, "B", env);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 128"), 0);
+	tu_host_send(&b, "in data 0 8 t:stop");
+	stopped = tu_wait_stopped(b.pid, 10);
+	tu_host_do(&a, "st data 128 0x22");
+	tu_host_do(&a, "fl data 128 8");
+	ck_assert_int_eq(kill(b.pid, SIGCONT), 0);
+	ck_assert_msg(stopped == 0, "host B did not stop at t:stop");
+	tu_host_recv(&b);
+	ck_assert_int_eq(tu_host_do(&b, "ld data 128"), want);
+	tu_host_end(&a);
+	tu_host_end(&b);
+}
+
+/* As if the host's caches had dropped every line while it was stopped. */
+START_TEST(test_a_stopped_host_goes_on_with_its_lines_refreshed)
+{
+	stopped_while_another_host_writes("t:stop", 0x22);
+}
+END_TEST
+
+/* With '!', as if they had kept every line: the stale one stays. */
+START_TEST(test_a_stopped_host_keeps_its_lines_with_a_bang)
+{
+	stopped_while_another_host_writes("t:stop!", 0);
+}
+END_TEST
+
 static Suite *
 hostemu_suite(void)
 {
@@ -749,6 +796,8 @@ hostemu_suite(void)
 	tcase_add_test(tc, test_noise_writes_back_and_drops_lines);
 	tcase_add_test(tc, test_lmdb_reader_sees_a_commit_after_inval);
 	tcase_add_test(tc, test_forked_child_becomes_another_host);
+	tcase_add_test(tc, test_a_stopped_host_goes_on_with_its_lines_refreshed);
+	tcase_add_test(tc, test_a_stopped_host_keeps_its_lines_with_a_bang);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -34,6 +34,12 @@
  *                  name holds A (left out by HOSTEMU_SKIP or not): a stop
  *                  at a site called often, right after one called at a
  *                  chosen step
+ *                  HOSTEMU_STOP=B! (or A>B!) continues the process with its
+ *                  host's caches as they were instead: a look made before
+ *                  the stop is still cached after it, so that another host
+ *                  may change the line meanwhile and a look left out at B
+ *                  reads the old value (caches keep a line as long as they
+ *                  like: a stale read across a pause is the hardware's too)
  *
  * Host H's cache of device file F is two files of F's length in
  * HOSTEMU_DIR/H: F.cache, what H's CPUs see, and F.clean, what H last
@@ -194,6 +200,8 @@ static struct {
 	const char *skip;
 	const char *stop;
 	char stop_after[128];  /* A of HOSTEMU_STOP=A>B, "" without one */
+	char stop_at[128];     /* B */
+	int keep;              /* B!: no refresh once continued */
 	int armed;
 	int stopped;
 	int sites_fd;
@@ -657,7 +665,7 @@ he_setup(void)
 {
 	const char *dir = getenv("HOSTEMU_DIR"), *host = getenv("HOSTEMU_HOST");
 	const char *pool = getenv("HOSTEMU_POOL"), *v;
-	size_t size = ((1U << HE_STRIPE_BITS) + HE_EXTLOCKS) * sizeof(uint32_t);
+	size_t size = ((1U << HE_STRIPE_BITS) + HE_EXTLOCKS) * sizeof(uint32_t), n;
 	int fd;
 
 	he_resolve();
@@ -681,6 +689,17 @@ he_setup(void)
 			he_die("HOSTEMU_STOP %s: too long", he.stop);
 		memcpy(he.stop_after, he.stop, (size_t)(v - he.stop));
 		he.stop = v + 1;
+	}
+	if (he.stop != NULL) {
+		if (snprintf(he.stop_at, sizeof(he.stop_at), "%s", he.stop) >=
+				(int)sizeof(he.stop_at))
+			he_die("HOSTEMU_STOP %s: too long", he.stop);
+		n = strlen(he.stop_at);
+		if (n > 0 && he.stop_at[n - 1] == '!') {
+			he.stop_at[n - 1] = '\0';
+			he.keep = 1;
+		}
+		he.stop = he.stop_at;
 	}
 	if ((v = getenv("HOSTEMU_SITES")) != NULL &&
 	    (he.sites_fd = next.openat(AT_FDCWD, v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
@@ -829,11 +848,13 @@ he_site(const char *site)
 		(void)!next.write(he.sites_fd, buf, (size_t)n);
 }
 
-/* HOSTEMU_STOP: stopped, then continued with every mapped line refreshed. */
+/* HOSTEMU_STOP: stopped, then continued with every mapped line refreshed (but with B!). */
 static void
 he_stop(void)
 {
 	raise(SIGSTOP);
+	if (he.keep)
+		return;
 	pthread_mutex_lock(&he_mu);
 	for (int i = 0; i < he_nmaps; i++)
 		he_lines(&he_files[he_maps[i].file], he_maps[i].off, he_maps[i].len, HE_INVAL);
