@@ -308,15 +308,32 @@ out:
 /*
  * After a commit: a read txn at the snapshot it made, to let go of the
  * ones before it later; when all are taken, it replaces the newest.
+ *
+ * And our own snap, while none of our reads is under way, rises to that
+ * snapshot (a rise needs no check: mkv_reg_snap_enter()).  Left where a
+ * read that has ended put it (at the latest, the read of the registry's
+ * generation as we took the lease), it protects nothing, yet it lags our
+ * own commit: were we stopped or killed before the service thread lets it
+ * go, the next holder, whose first snapshot is that commit or later, would
+ * wait for us as for a reader lagging on another host, a client timeout
+ * until we are judged dead (t/check_leasesites.c).
  */
 void
 mkv_reg_floor_add(struct mkv_pool *p)
 {
 	struct mkv_registry *r = p->reg;
 	MDB_txn *t = NULL;
+	uint64_t id;
 
 	if (!r->shadow)
 		return;
+	if (mkv_reg_snap_on(p)) {
+		pthread_mutex_lock(&r->snaps.lock);
+		id = mkv_reg_newest_meta(p);
+		if (!r->snaps.n && r->snap_pub && r->snap_pub < id)
+			snap_store(p, id);
+		pthread_mutex_unlock(&r->snaps.lock);
+	}
 	pthread_mutex_lock(&r->held_lock);
 	if (r->nheld == MKV_REG_HELD)
 		held_drop(r, MKV_REG_HELD - 1);

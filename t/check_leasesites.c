@@ -376,6 +376,40 @@ START_TEST(test_a_new_holder_waits_for_a_window_announced_before_the_look)
 END_TEST
 
 /*
+ * The write window's closing: h2 takes over the lease h1 gave up on close,
+ * and is stopped right after it closed the window of its takeover (its
+ * store of no generation written back), before anything else of its own
+ * writes its node's line back.  h3's write, forwarded to it, takes the
+ * lease over once h2's heartbeat stood still for a lease period, and
+ * writes at once: a closed window is not waited for.  Had the closing
+ * stayed in h2's host's cache, h3 would find the window open and wait for
+ * h2 to be judged dead by its client heartbeat, a client timeout.
+ */
+START_TEST(test_a_new_holder_does_not_wait_for_a_closed_window)
+{
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=:window_close>");
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	host_close(&h[0]);
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_do(&h[2], "put c 0 1"), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < CLIENT_TIMEOUT_MS / 2000.0,
+			"h3 wrote %.3f s after h2 stopped with its write window closed", took);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	tu_host_kill(&h[1]);
+	host_close(&h[2]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -420,6 +454,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_inside_the_bakery);
 	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
+	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
 	suite_add_tcase(s, tc);
 	return s;
 }
