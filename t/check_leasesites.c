@@ -25,6 +25,13 @@
 #define LEASE_MS 200U
 /* many lease periods: a host that waits for a client timeout is told apart */
 #define CLIENT_TIMEOUT_MS 3000U
+/*
+ * a lease period whose quarter, from a holder's take to its first renewal,
+ * is longer than another host takes to open the pool and look (ms)
+ */
+#define RENEW_LEASE_MS 20000U
+/* a client timeout whose quarter, between a client's beats, likewise (ms) */
+#define BEAT_CLIENT_TIMEOUT_MS 12000U
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -53,6 +60,9 @@ static struct mkv_pool *hpool;
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
  *   clients         the client slots in use, likewise
+ *   beat            the age of the lease's heartbeat (ms), likewise
+ *   clientbeat PID  the age of the heartbeat of client PID (ms), as
+ *                   mkv_pool_clients() says
  *   close           close the pool
  */
 static void
@@ -64,7 +74,9 @@ host_cmd(char *line, char *out, size_t size)
 			.max_nodes = MAX_NODES };
 	char cmd[16] = "", arg[16] = "";
 	long long from = 0, n = 0, done = 0;
+	struct mkv_client cl[MAX_CLIENTS];
 	struct mkv_stat st;
+	size_t ncl = 0;
 	int rc = 0;
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
@@ -78,9 +90,17 @@ host_cmd(char *line, char *out, size_t size)
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
 		done = tu_host_check(hpool, arg, from, n, TU_PAGE_SIZE);
-	} else if (strcmp(cmd, "holder") == 0 || strcmp(cmd, "clients") == 0) {
+	} else if (strcmp(cmd, "holder") == 0 || strcmp(cmd, "clients") == 0 ||
+		   strcmp(cmd, "beat") == 0) {
 		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
-			done = cmd[0] == 'h' ? st.lease_holder_pid : st.clients;
+			done = cmd[0] == 'h' ? st.lease_holder_pid :
+				cmd[0] == 'c' ? st.clients : st.lease_heartbeat_age_ms;
+	} else if (strcmp(cmd, "clientbeat") == 0) {
+		done = -1;
+		if ((rc = mkv_pool_clients(hpool, cl, MAX_CLIENTS, &ncl)) == 0)
+			for (size_t i = 0; i < ncl; i++)
+				if (cl[i].pid == (uint32_t)atoll(arg))
+					done = cl[i].heartbeat_age_ms;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -410,6 +430,51 @@ START_TEST(test_a_new_holder_does_not_wait_for_a_closed_window)
 END_TEST
 
 /*
+ * When the heartbeat that @p h's look by @p cmd finds was stored, by our
+ * clock: the look's end less the age it says (by the wall clock every
+ * emulated host shares), no earlier than the beat.
+ */
+static double
+beat_dated(struct tu_host *h, const char *cmd)
+{
+	long long age = tu_host_do(h, "%s", cmd);
+
+	ck_assert_int_ge(age, 0);
+	return tu_now() - (double)age / 1000.0;
+}
+
+/*
+ * The lease's heartbeat: h1 takes the lease as it opens, renews it a
+ * quarter lease period later, and is stopped right after that renewal,
+ * before anything else of its own writes its node's line back.  h2 looks
+ * at the heartbeat's age before and after: the second look must date the
+ * renewal, a quarter period after the beat the first one dated.  Had the
+ * renewal stayed in h1's host's cache, the second look would date the
+ * same beat as the first.
+ */
+START_TEST(test_a_renewal_reaches_another_host_while_the_holder_is_stopped)
+{
+	struct tu_host h[2];
+	char lease[16];
+	double first, later;
+
+	snprintf(lease, sizeof(lease), "%u", RENEW_LEASE_MS);
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:lease_beat#2>", lease);
+	host_start(&h[1], "h2", NULL);
+	first = beat_dated(&h[1], "beat");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	later = beat_dated(&h[1], "beat");
+	/* a quarter period apart; the looks' lengths blur each by far less than half that */
+	ck_assert_msg(later - first > RENEW_LEASE_MS / 8000.0,
+			"h2 dates the heartbeat after the renewal %.3f s after the one before",
+			later - first);
+	/* h2's close would wait a lease period of h1's for its detach */
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -455,6 +520,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
+	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }
