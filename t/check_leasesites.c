@@ -29,9 +29,9 @@
  * a lease period whose quarter, from a holder's take to its first renewal,
  * is longer than another host takes to open the pool and look (ms)
  */
-#define RENEW_LEASE_MS 20000U
+#define RENEW_LEASE "20000"
 /* a client timeout whose quarter, between a client's beats, likewise (ms) */
-#define BEAT_CLIENT_TIMEOUT_MS 12000U
+#define BEAT_CLIENT_TIMEOUT "12000"
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -455,22 +455,51 @@ beat_dated(struct tu_host *h, const char *cmd)
 START_TEST(test_a_renewal_reaches_another_host_while_the_holder_is_stopped)
 {
 	struct tu_host h[2];
-	char lease[16];
 	double first, later;
 
-	snprintf(lease, sizeof(lease), "%u", RENEW_LEASE_MS);
-	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:lease_beat#2>", lease);
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:lease_beat#2>", RENEW_LEASE);
 	host_start(&h[1], "h2", NULL);
 	first = beat_dated(&h[1], "beat");
 	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
 	later = beat_dated(&h[1], "beat");
 	/* a quarter period apart; the looks' lengths blur each by far less than half that */
-	ck_assert_msg(later - first > RENEW_LEASE_MS / 8000.0,
+	ck_assert_msg(later - first > atoi(RENEW_LEASE) / 8000.0,
 			"h2 dates the heartbeat after the renewal %.3f s after the one before",
 			later - first);
 	/* h2's close would wait a lease period of h1's for its detach */
 	tu_host_kill(&h[0]);
 	tu_host_kill(&h[1]);
+}
+END_TEST
+
+/*
+ * A client's heartbeat: h2, a client of another host (a client timeout of
+ * twelve seconds), beats as it claims its slot, at once in its service
+ * thread's first round, and a quarter client timeout later; it is stopped
+ * right after that third beat, before anything else of its own writes the
+ * beat's line back.  The holder on h1 dates h2's heartbeat before and
+ * after: the second look must date the third beat, a quarter client
+ * timeout after the one the first dated.  Had the beat stayed in h2's
+ * host's cache, the holder would see an older beat, and judge a client
+ * that goes on beating so dead a quarter timeout early.
+ */
+START_TEST(test_a_clients_beat_reaches_the_holder_while_it_is_stopped)
+{
+	struct tu_host h[2];
+	char cmd[32];
+	double first, later;
+
+	host_start_with(&h[0], "h1", NULL, "200 " BEAT_CLIENT_TIMEOUT);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=:client_beat#3>");
+	snprintf(cmd, sizeof(cmd), "clientbeat %d", (int)h[1].pid);
+	first = beat_dated(&h[0], cmd);
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	later = beat_dated(&h[0], cmd);
+	ck_assert_msg(later - first > atoi(BEAT_CLIENT_TIMEOUT) / 8000.0,
+			"h1 dates h2's heartbeat after its third beat %.3f s after the one before",
+			later - first);
+	tu_host_kill(&h[1]);
+	host_close(&h[0]);
 }
 END_TEST
 
@@ -521,6 +550,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
+	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }
