@@ -325,6 +325,38 @@ START_TEST(test_a_contender_waits_for_a_host_stopped_inside_the_bakery)
 END_TEST
 
 /*
+ * The bakery's waiting: h3 is stopped inside the critical section, as
+ * above; h2 contends, chooses a number above h3's and waits for it.  h3 is
+ * let go a quarter lease period after h2 began: it leaves the bakery, its
+ * number given back, and holds the lease.  h2, looking at h3's entry again
+ * and again as it waits, goes on at once: it finds the lease taken and its
+ * write is forwarded to h3.  Had it looked at its own old copy of h3's
+ * entry, it would see h3 inside until its beat stood still for a period.
+ */
+START_TEST(test_a_contender_goes_on_once_the_host_it_waits_for_leaves)
+{
+	struct tu_host a, b;
+	double t0, took;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take");
+	t0 = tu_now();
+	tu_host_send(&b, "put b 0 1");
+	/* a step, not a proof: h2 is waiting in the bakery by then, unless very slow */
+	tu_sleep_ms(BAKERY_LEASE_MS / 4);
+	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&b), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < 0.75 * BAKERY_LEASE_MS / 1000.0,
+			"h2 wrote %.3f s after it began, h3 let go after %.3f s", took,
+			BAKERY_LEASE_MS / 4000.0);
+	ck_assert_int_eq(tu_host_recv(&a), 1);
+	ck_assert_int_eq(tu_host_do(&b, "holder"), a.pid);
+	host_close(&b);
+	host_close(&a);
+}
+END_TEST
+
+/*
  * The lease record: h3, the new holder, is stopped inside the bakery right
  * after it wrote the record back, before it leaves.  h2 contends: it finds
  * the lease held, waits a lease period for its heartbeat to stand still,
@@ -547,6 +579,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_choosing_its_number);
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_inside_the_bakery);
 	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
+	tcase_add_test(tc, test_a_contender_goes_on_once_the_host_it_waits_for_leaves);
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
