@@ -476,6 +476,48 @@ beat_dated(struct tu_host *h, const char *cmd)
 }
 
 /*
+ * The lease record as a waiting client looks at it: h1, the holder, is
+ * killed; h3's write, forwarded to it, waits for its heartbeat to stand
+ * still for a lease period and takes the lease over, and h3 is stopped
+ * as it opens its first write window.  h2's write, sent a quarter period
+ * after h3's, waits likewise, and looks at the record again and again: it
+ * finds h3 named there a moment after h3 took the lease, and waits a whole
+ * period for h3's heartbeat from then.  Had it kept looking at its own old
+ * copy of the record, naming h1, it would take the lease a period after
+ * its first look, from a holder that may yet wake.
+ */
+START_TEST(test_a_waiting_client_sees_the_lease_change_hands)
+{
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, BAKERY_LEASE);
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", "HOSTEMU_STOP=:window_open");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* h1 renews after the others opened: their watches on it start at their writes */
+	t0 = tu_now();
+	while (beat_dated(&h[0], "beat") < t0)
+		ck_assert_msg(tu_now() < t0 + 10, "h1 renewed no lease in 10 s");
+	tu_host_kill(&h[0]);
+	tu_host_send(&h[2], "put c 0 1");
+	/* a step: h3's watch on h1 starts first, and ends first */
+	tu_sleep_ms(BAKERY_LEASE_MS / 4);
+	t0 = tu_now();
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 1);
+	took = tu_now() - t0;
+	/* h3 took the lease three quarters of a period after h2's first look */
+	ck_assert_msg(took > 1.375 * BAKERY_LEASE_MS / 1000.0,
+			"h2 took the lease %.3f s after it began to wait", took);
+	ck_assert_int_eq(tu_host_do(&h[1], "holder"), h[1].pid);
+	tu_host_kill(&h[2]);
+	host_close(&h[1]);
+}
+END_TEST
+
+/*
  * The lease's heartbeat: h1 takes the lease as it opens, renews it a
  * quarter lease period later, and is stopped right after that renewal,
  * before anything else of its own writes its node's line back.  h2 looks
@@ -582,6 +624,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_contender_goes_on_once_the_host_it_waits_for_leaves);
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
+	tcase_add_test(tc, test_a_waiting_client_sees_the_lease_change_hands);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	suite_add_tcase(s, tc);
