@@ -617,11 +617,17 @@ struct mkv_reclaim;
 void mkv_recover_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report);
 
 /* holder.c: where writes go, and the service thread */
-/* How long a call waits for the lease holder: MKV_E_TIMEDOUT after that. */
+/*
+ * How long a call waits for the lease holder: MKV_E_TIMEDOUT after that.
+ * Between hosts, a takeover after a holder died inside its write window
+ * takes a client timeout more (marukv(7), THE WRITE WINDOW), which may be
+ * any number of lease periods.
+ */
 #define MKV_WAIT_PERIODS 30U
 static inline uint64_t mkv_holder_timeout(const struct mkv_pool *p)
 {
-	return MKV_WAIT_PERIODS * p->lease_period_ns;
+	return MKV_WAIT_PERIODS * p->lease_period_ns +
+		(p->noncoherent ? p->client_timeout_ns : 0);
 }
 int mkv_holder_take(struct mkv_pool *p);
 void mkv_holder_nudge(struct mkv_pool *p);

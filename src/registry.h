@@ -115,10 +115,10 @@ bool mkv_reg_snap_on(const struct mkv_pool *p);
 int mkv_reg_snap_enter(struct mkv_pool *p, MDB_txn **t, bool fresh);
 void mkv_reg_snap_leave(struct mkv_pool *p, uint64_t id);
 int mkv_reg_floor(struct mkv_pool *p);
-void mkv_reg_floor_add(struct mkv_pool *p);
+void mkv_reg_floor_add(struct mkv_pool *p, MDB_txn *t);
 
 /* regwlog.c */
-void mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id);
+void mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id, MDB_txn *t);
 bool mkv_reg_wlog_fresh(struct mkv_pool *p, uint64_t from, uint64_t to, uint64_t last);
 void mkv_reg_wlog_fini(struct mkv_registry *r);
 

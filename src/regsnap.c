@@ -306,8 +306,9 @@ out:
 }
 
 /*
- * After a commit: a read txn at the snapshot it made, to let go of the
- * ones before it later; when all are taken, it replaces the newest.
+ * After a commit, given a read txn t at the snapshot it made (or NULL):
+ * kept, to let go of the ones before it later, and when all are taken in
+ * place of the newest; aborted if no floor is kept.
  *
  * And our own snap, while none of our reads is under way, rises to that
  * snapshot (a rise needs no check: mkv_reg_snap_enter()).  Left where a
@@ -319,29 +320,29 @@ out:
  * until we are judged dead (t/check_leasesites.c).
  */
 void
-mkv_reg_floor_add(struct mkv_pool *p)
+mkv_reg_floor_add(struct mkv_pool *p, MDB_txn *t)
 {
 	struct mkv_registry *r = p->reg;
-	MDB_txn *t = NULL;
-	uint64_t id;
 
-	if (!r->shadow)
+	if (!t)
 		return;
 	if (mkv_reg_snap_on(p)) {
 		pthread_mutex_lock(&r->snaps.lock);
-		id = mkv_reg_newest_meta(p);
-		if (!r->snaps.n && r->snap_pub && r->snap_pub < id)
-			snap_store(p, id);
+		if (!r->snaps.n && r->snap_pub && r->snap_pub < mdb_txn_id(t))
+			snap_store(p, mdb_txn_id(t));
 		pthread_mutex_unlock(&r->snaps.lock);
 	}
 	pthread_mutex_lock(&r->held_lock);
 	if (r->nheld == MKV_REG_HELD)
 		held_drop(r, MKV_REG_HELD - 1);
-	if (r->nheld && !mkv_reg_rtxn_start(p, &t)) {
+	if (r->nheld) {
 		r->held[r->nheld] = t;
 		r->held_id[r->nheld++] = mdb_txn_id(t);
+		t = NULL;
 	}
 	pthread_mutex_unlock(&r->held_lock);
+	if (t)
+		mdb_txn_abort(t);
 }
 
 /* The lease is no longer ours: our txns would only hold back a successor on this host. */

@@ -75,42 +75,6 @@ mkv_reg_val(struct mkv_pool *p, MDB_txn *txn, const MDB_val *v, const char *what
 			p->path, what);
 }
 
-static void fresh_to(struct mkv_pool *p, uint64_t id);
-
-/*
- * A registry write txn, for the lease holder.  Only a holder writes, but a
- * holder that was stopped inside a txn keeps LMDB's write mutex, and a
- * successor would block on it for as long as the stop lasts.  So writers
- * first take flock() of super, which they wait for a bounded time (a
- * quarter lease period): MKV_E_TIMEDOUT if a stopped holder keeps it.
- */
-int
-mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
-{
-	MDB_txn *t;
-	int rc = mkv_lock_until(p->super_fd, LOCK_EX, mkv_clock_now() + p->lease_period_ns / 4);
-
-	if (rc == -ETIMEDOUT)
-		return mkv_err(MKV_E_TIMEDOUT,
-				"pool %s: another lease holder is inside a registry write (stopped?)",
-				p->path);
-	if (rc)
-		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
-	mkv_reg_fresh_metas(p);
-	if ((rc = mkv_reg_floor(p))) {
-		flock(p->super_fd, LOCK_UN);
-		return rc;
-	}
-	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
-		flock(p->super_fd, LOCK_UN);
-		return mkv_reg_err(rc, "registry: write txn");
-	}
-	/* a write txn's snapshot is its parent: the txn before its own id */
-	fresh_to(p, mdb_txn_id(t) - 1);
-	*txn = reg_mkv_txn(t);
-	return 0;
-}
-
 /*
  * Non-coherent memory (marukv(7), NON-COHERENT MEMORY).  LMDB reads its
  * pages through this host's caches, where lines of pages another host's
@@ -217,6 +181,40 @@ fresh_to(struct mkv_pool *p, uint64_t id)
 	__atomic_store_n(&p->reg->fresh_txn, id, __ATOMIC_RELEASE);
 }
 
+/*
+ * A registry write txn, for the lease holder.  Only a holder writes, but a
+ * holder that was stopped inside a txn keeps LMDB's write mutex, and a
+ * successor would block on it for as long as the stop lasts.  So writers
+ * first take flock() of super, which they wait for a bounded time (a
+ * quarter lease period): MKV_E_TIMEDOUT if a stopped holder keeps it.
+ */
+int
+mkv_reg_wtxn(struct mkv_pool *p, struct mkv_txn **txn)
+{
+	MDB_txn *t;
+	int rc = mkv_lock_until(p->super_fd, LOCK_EX, mkv_clock_now() + p->lease_period_ns / 4);
+
+	if (rc == -ETIMEDOUT)
+		return mkv_err(MKV_E_TIMEDOUT,
+				"pool %s: another lease holder is inside a registry write (stopped?)",
+				p->path);
+	if (rc)
+		return mkv_err(rc, "pool %s: cannot lock super: %s", p->path, strerror(-rc));
+	mkv_reg_fresh_metas(p);
+	if ((rc = mkv_reg_floor(p))) {
+		flock(p->super_fd, LOCK_UN);
+		return rc;
+	}
+	if ((rc = mdb_txn_begin(p->reg->env, NULL, 0, &t))) {
+		flock(p->super_fd, LOCK_UN);
+		return mkv_reg_err(rc, "registry: write txn");
+	}
+	/* a write txn's snapshot is its parent: the txn before its own id */
+	fresh_to(p, mdb_txn_id(t) - 1);
+	*txn = reg_mkv_txn(t);
+	return 0;
+}
+
 void
 mkv_reg_fresh_snapshot(struct mkv_pool *p, MDB_txn *txn)
 {
@@ -239,10 +237,14 @@ mkv_reg_wtxn_end(struct mkv_pool *p, struct mkv_txn *txn, bool commit)
 	 * txn that changed nothing made no snapshot (LMDB writes no meta).
 	 */
 	if (commit && !rc && p->reg->shadow && mkv_reg_newest_meta(p) == id) {
+		MDB_txn *t = NULL;
+
 		__atomic_compare_exchange_n(&p->reg->fresh_txn, &(uint64_t){ id - 1 }, id, false,
 				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		mkv_reg_wlog_commit(p, id);
-		mkv_reg_floor_add(p);
+		/* one read txn at the new snapshot, for the log, then kept for the floor */
+		mkv_reg_rtxn_start(p, &t);
+		mkv_reg_wlog_commit(p, id, t);
+		mkv_reg_floor_add(p, t);
 	}
 	flock(p->super_fd, LOCK_UN);
 	return rc ? mkv_reg_err(rc, "registry: commit") : 0;

@@ -148,24 +148,37 @@ written(struct mkv_registry *r, uint64_t last, struct ranges *s)
 	return true;
 }
 
+/* The new free list becomes the old one of the next commit. */
+static void
+lists_swap(struct mkv_registry *r)
+{
+	uint64_t *a = r->wl_free;
+	size_t cap = r->wl_capfree;
+
+	r->wl_free = r->wl_next;
+	r->wl_capfree = r->wl_capnext;
+	r->wl_nfree = r->wl_nnext;
+	r->wl_next = a;
+	r->wl_capnext = cap;
+}
+
 /*
- * The holder, after a commit that made snapshot id (super's flock held):
- * its pages into the log.  A failure logs them as not known.
+ * The holder, after a commit that made snapshot id (super's flock held),
+ * given a read txn t at it (NULL if none could begin): its pages into the
+ * log.  A failure logs them as not known.
  */
 void
-mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id)
+mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id, MDB_txn *t)
 {
 	struct mkv_registry *r = p->reg;
 	struct mkv_wlog *w = &p->wlog[id % MKV_WLOG_RECS];
 	struct ranges s = { .n = MKV_WLOG_ALL };
 	MDB_envinfo info;
-	MDB_txn *t = NULL;
 	bool known = false;
 
-	if (!mkv_reg_rtxn_start(p, &t)) {
+	if (t) {
 		mdb_env_info(r->env, &info);
 		known = mdb_txn_id(t) == id && !free_list(p, t);
-		mdb_txn_abort(t);
 	}
 	if (known && r->wl_id && r->wl_id + 1 == id) {
 		s.n = 0;
@@ -183,17 +196,7 @@ mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id)
 		r->wl_id = 0;
 		return;
 	}
-	/* the new list is the old one of the next commit */
-	{
-		uint64_t *a = r->wl_free;
-		size_t cap = r->wl_capfree;
-
-		r->wl_free = r->wl_next;
-		r->wl_capfree = r->wl_capnext;
-		r->wl_nfree = r->wl_nnext;
-		r->wl_next = a;
-		r->wl_capnext = cap;
-	}
+	lists_swap(r);
 	r->wl_id = id;
 	r->wl_last = info.me_last_pgno;
 }

@@ -76,7 +76,9 @@ host_batch(const char *prefix, long long from, long long n, int *rc)
 
 /*
  * Commands, one a line, answered "= value" or "! why":
- *   open            open (creating) the pool as this host's node
+ *   open [- L C]    open (creating) the pool as this host's node; a
+ *                   pool it creates has a lease period of L ms and a
+ *                   client timeout of C ms if given
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   batch P FROM N  how many of them one mkv_get_batch() reads back whole
@@ -113,6 +115,8 @@ host_cmd(char *line, char *out, size_t size)
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, prefix, &from, &n);
 	if (strcmp(cmd, "open") == 0) {
+		o.lease_ms = from ? (unsigned)from : o.lease_ms;
+		o.client_timeout_ms = n ? (unsigned)n : o.client_timeout_ms;
 		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
 		done = tu_host_put(hpool, prefix, from, n, VMAX, &rc);
@@ -689,16 +693,19 @@ END_TEST
  * rewrites the owner word of a dead host's slot), every later holder would
  * wait for it, give the lease up and try again, and h4's write would find
  * no lease holder answering (the crash trials across hosts, t/hostcrash.sh,
- * met this after their holder kills).
+ * met this after their holder kills).  Each host opens with @p open.
  */
-START_TEST(test_a_holder_dead_in_its_write_window_holds_up_no_later_holder)
+static void
+window_death(const char *open)
 {
+	const char *stop[4] = { NULL, "HOSTEMU_STOP=src/pages.c:", NULL, NULL };
+	const char *name[4] = { "h1", "h2", "h3", "h4" };
 	struct tu_host h[4];
 
-	host_start(&h[0], "h1", "noncoherent", "0");
-	host_start_with(&h[1], "h2", "noncoherent", "0", "0", "HOSTEMU_STOP=src/pages.c:");
-	host_start(&h[2], "h3", "noncoherent", "0");
-	host_start(&h[3], "h4", "noncoherent", "0");
+	for (int i = 0; i < 4; i++) {
+		host_launch(&h[i], name[i], "noncoherent", "0", "0", stop[i]);
+		ck_assert_int_eq(tu_host_do(&h[i], "%s", open), 0);
+	}
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
 	ck_assert_int_eq(tu_host_do(&h[0], "holds"), 1);
 	tu_host_kill(&h[0]);
@@ -718,6 +725,22 @@ START_TEST(test_a_holder_dead_in_its_write_window_holds_up_no_later_holder)
 	ck_assert_int_eq(tu_host_do(&h[3], "verify"), 0);
 	ck_assert_int_eq(tu_host_do(&h[3], "close"), 0);
 	tu_host_end(&h[3]);
+}
+
+START_TEST(test_a_holder_dead_in_its_write_window_holds_up_no_later_holder)
+{
+	window_death("open");
+}
+END_TEST
+
+/*
+ * The same with a client timeout of 40 lease periods (50 ms and 2 s): h3's
+ * write waits a lease period and a client timeout for h2's window, longer
+ * than 30 lease periods, and must still be answered, not time out.
+ */
+START_TEST(test_a_takeover_past_a_dead_window_fits_a_calls_wait)
+{
+	window_death("open - 50 2000");
 }
 END_TEST
 
@@ -743,6 +766,7 @@ hosts_suite(void)
 	tcase_add_test(tc, test_a_host_stopped_past_the_client_timeout_writes_nothing_it_lost);
 	tcase_add_test(tc, test_a_reader_stopped_in_a_get_past_the_client_timeout_gets_no_view);
 	tcase_add_test(tc, test_a_holder_dead_in_its_write_window_holds_up_no_later_holder);
+	tcase_add_test(tc, test_a_takeover_past_a_dead_window_fits_a_calls_wait);
 	suite_add_tcase(s, tc);
 	return s;
 }

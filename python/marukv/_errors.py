@@ -55,8 +55,9 @@ class IOFailure(Error):
 
 
 class TimedOut(Error):
-    """No lease holder answered in time (30 lease periods).  A publish
-    that timed out may still take effect later."""
+    """No lease holder answered in time (30 lease periods, and a client
+    timeout in a non-coherent pool).  A publish that timed out may still
+    take effect later."""
 
 
 class Permission(Error):
