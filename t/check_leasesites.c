@@ -497,8 +497,10 @@ START_TEST(test_a_waiting_client_sees_the_lease_change_hands)
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
 	/* h1 renews after the others opened: their watches on it start at their writes */
 	t0 = tu_now();
-	while (beat_dated(&h[0], "beat") < t0)
+	while (beat_dated(&h[0], "beat") < t0) {
 		ck_assert_msg(tu_now() < t0 + 10, "h1 renewed no lease in 10 s");
+		tu_sleep_ms(10);
+	}
 	tu_host_kill(&h[0]);
 	tu_host_send(&h[2], "put c 0 1");
 	/* a step: h3's watch on h1 starts first, and ends first */
