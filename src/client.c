@@ -390,8 +390,11 @@ mkv_client_beat(struct mkv_pool *p)
 	__atomic_store_n(&s->beat, __atomic_load_n(&s->beat, __ATOMIC_RELAXED) + 1,
 			__ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->beat_wall_ns, mkv_clock_wall(), __ATOMIC_RELAXED);
-	/* the whole line: the lookup counters beside the beat go out with it */
-	mkv_share_persist(p, &s->beat, MKV_CACHELINE);
+	/*
+	 * the whole line: the lookup counters beside the beat go out with it;
+	 * named: a test stops a client right after a beat (t/check_leasesites.c)
+	 */
+	mkv_share_persist_at(p, &s->beat, MKV_CACHELINE, __FILE__ ":client_beat");
 	if (!p->noncoherent)
 		return;
 	p->beat_began_ns = began;

@@ -457,7 +457,8 @@ lease_beat_store(struct mkv_pool *p)
 
 	STORE(me->lease_beat, PEEK(me->lease_beat) + 1);
 	STORE(me->lease_beat_wall_ns, mkv_clock_wall());
-	mkv_share_persist(p, &me->lease_beat, 2 * sizeof(uint64_t));
+	/* named: a test stops a holder right after a renewal (t/check_leasesites.c) */
+	mkv_share_persist_at(p, &me->lease_beat, 2 * sizeof(uint64_t), __FILE__ ":lease_beat");
 }
 
 /*
@@ -563,7 +564,8 @@ mkv_lease_write_end(struct mkv_pool *p)
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
 	STORE(me->write_gen, 0);
-	mkv_share_wb(p, &me->write_gen, sizeof(me->write_gen));
+	/* named: a test stops a holder right after it (t/check_leasesites.c) */
+	mkv_share_wb_at(p, &me->write_gen, sizeof(me->write_gen), __FILE__ ":window_close");
 }
 
 /*

@@ -309,6 +309,15 @@ out:
  * After a commit, given a read txn t at the snapshot it made (or NULL):
  * kept, to let go of the ones before it later, and when all are taken in
  * place of the newest; aborted if no floor is kept.
+ *
+ * And our own snap, while none of our reads is under way, rises to that
+ * snapshot (a rise needs no check: mkv_reg_snap_enter()).  Left where a
+ * read that has ended put it (at the latest, the read of the registry's
+ * generation as we took the lease), it protects nothing, yet it lags our
+ * own commit: were we stopped or killed before the service thread lets it
+ * go, the next holder, whose first snapshot is that commit or later, would
+ * wait for us as for a reader lagging on another host, a client timeout
+ * until we are judged dead (t/check_leasesites.c).
  */
 void
 mkv_reg_floor_add(struct mkv_pool *p, MDB_txn *t)
@@ -317,6 +326,12 @@ mkv_reg_floor_add(struct mkv_pool *p, MDB_txn *t)
 
 	if (!t)
 		return;
+	if (mkv_reg_snap_on(p)) {
+		pthread_mutex_lock(&r->snaps.lock);
+		if (!r->snaps.n && r->snap_pub && r->snap_pub < mdb_txn_id(t))
+			snap_store(p, mdb_txn_id(t));
+		pthread_mutex_unlock(&r->snaps.lock);
+	}
 	pthread_mutex_lock(&r->held_lock);
 	if (r->nheld == MKV_REG_HELD)
 		held_drop(r, MKV_REG_HELD - 1);

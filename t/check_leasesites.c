@@ -25,6 +25,13 @@
 #define LEASE_MS 200U
 /* many lease periods: a host that waits for a client timeout is told apart */
 #define CLIENT_TIMEOUT_MS 3000U
+/*
+ * a lease period whose quarter, from a holder's take to its first renewal,
+ * is longer than another host takes to open the pool and look (ms)
+ */
+#define RENEW_LEASE "20000"
+/* a client timeout whose quarter, between a client's beats, likewise (ms) */
+#define BEAT_CLIENT_TIMEOUT "12000"
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -53,6 +60,9 @@ static struct mkv_pool *hpool;
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
  *   clients         the client slots in use, likewise
+ *   beat            the age of the lease's heartbeat (ms), likewise
+ *   clientbeat PID  the age of the heartbeat of client PID (ms), as
+ *                   mkv_pool_clients() says
  *   close           close the pool
  */
 static void
@@ -64,7 +74,9 @@ host_cmd(char *line, char *out, size_t size)
 			.max_nodes = MAX_NODES };
 	char cmd[16] = "", arg[16] = "";
 	long long from = 0, n = 0, done = 0;
+	struct mkv_client cl[MAX_CLIENTS];
 	struct mkv_stat st;
+	size_t ncl = 0;
 	int rc = 0;
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
@@ -78,9 +90,17 @@ host_cmd(char *line, char *out, size_t size)
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
 		done = tu_host_check(hpool, arg, from, n, TU_PAGE_SIZE);
-	} else if (strcmp(cmd, "holder") == 0 || strcmp(cmd, "clients") == 0) {
+	} else if (strcmp(cmd, "holder") == 0 || strcmp(cmd, "clients") == 0 ||
+		   strcmp(cmd, "beat") == 0) {
 		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
-			done = cmd[0] == 'h' ? st.lease_holder_pid : st.clients;
+			done = cmd[0] == 'h' ? st.lease_holder_pid :
+				cmd[0] == 'c' ? st.clients : st.lease_heartbeat_age_ms;
+	} else if (strcmp(cmd, "clientbeat") == 0) {
+		done = -1;
+		if ((rc = mkv_pool_clients(hpool, cl, MAX_CLIENTS, &ncl)) == 0)
+			for (size_t i = 0; i < ncl; i++)
+				if (cl[i].pid == (uint32_t)atoll(arg))
+					done = cl[i].heartbeat_age_ms;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -305,6 +325,38 @@ START_TEST(test_a_contender_waits_for_a_host_stopped_inside_the_bakery)
 END_TEST
 
 /*
+ * The bakery's waiting: h3 is stopped inside the critical section, as
+ * above; h2 contends, chooses a number above h3's and waits for it.  h3 is
+ * let go a quarter lease period after h2 began: it leaves the bakery, its
+ * number given back, and holds the lease.  h2, looking at h3's entry again
+ * and again as it waits, goes on at once: it finds the lease taken and its
+ * write is forwarded to h3.  Had it looked at its own old copy of h3's
+ * entry, it would see h3 inside until its beat stood still for a period.
+ */
+START_TEST(test_a_contender_goes_on_once_the_host_it_waits_for_leaves)
+{
+	struct tu_host a, b;
+	double t0, took;
+
+	bakery_contenders(&b, &a, "HOSTEMU_STOP=:lease_take");
+	t0 = tu_now();
+	tu_host_send(&b, "put b 0 1");
+	/* a step, not a proof: h2 is waiting in the bakery by then, unless very slow */
+	tu_sleep_ms(BAKERY_LEASE_MS / 4);
+	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&b), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < 0.75 * BAKERY_LEASE_MS / 1000.0,
+			"h2 wrote %.3f s after it began, h3 let go after %.3f s", took,
+			BAKERY_LEASE_MS / 4000.0);
+	ck_assert_int_eq(tu_host_recv(&a), 1);
+	ck_assert_int_eq(tu_host_do(&b, "holder"), a.pid);
+	host_close(&b);
+	host_close(&a);
+}
+END_TEST
+
+/*
  * The lease record: h3, the new holder, is stopped inside the bakery right
  * after it wrote the record back, before it leaves.  h2 contends: it finds
  * the lease held, waits a lease period for its heartbeat to stand still,
@@ -376,6 +428,158 @@ START_TEST(test_a_new_holder_waits_for_a_window_announced_before_the_look)
 END_TEST
 
 /*
+ * The write window's closing: h2 takes over the lease h1 gave up on close,
+ * and is stopped right after it closed the window of its takeover (its
+ * store of no generation written back), before anything else of its own
+ * writes its node's line back.  h3's write, forwarded to it, takes the
+ * lease over once h2's heartbeat stood still for a lease period, and
+ * writes at once: a closed window is not waited for.  Had the closing
+ * stayed in h2's host's cache, h3 would find the window open and wait for
+ * h2 to be judged dead by its client heartbeat, a client timeout.
+ */
+START_TEST(test_a_new_holder_does_not_wait_for_a_closed_window)
+{
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=:window_close>");
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	host_close(&h[0]);
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_do(&h[2], "put c 0 1"), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took < CLIENT_TIMEOUT_MS / 2000.0,
+			"h3 wrote %.3f s after h2 stopped with its write window closed", took);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	tu_host_kill(&h[1]);
+	host_close(&h[2]);
+}
+END_TEST
+
+/*
+ * When the heartbeat that @p h's look by @p cmd finds was stored, by our
+ * clock: the look's end less the age it says (by the wall clock every
+ * emulated host shares), no earlier than the beat.
+ */
+static double
+beat_dated(struct tu_host *h, const char *cmd)
+{
+	long long age = tu_host_do(h, "%s", cmd);
+
+	ck_assert_int_ge(age, 0);
+	return tu_now() - (double)age / 1000.0;
+}
+
+/*
+ * The lease record as a waiting client looks at it: h1, the holder, is
+ * killed; h3's write, forwarded to it, waits for its heartbeat to stand
+ * still for a lease period and takes the lease over, and h3 is stopped
+ * as it opens its first write window.  h2's write, sent a quarter period
+ * after h3's, waits likewise, and looks at the record again and again: it
+ * finds h3 named there a moment after h3 took the lease, and waits a whole
+ * period for h3's heartbeat from then.  Had it kept looking at its own old
+ * copy of the record, naming h1, it would take the lease a period after
+ * its first look, from a holder that may yet wake.
+ */
+START_TEST(test_a_waiting_client_sees_the_lease_change_hands)
+{
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", NULL, BAKERY_LEASE);
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", "HOSTEMU_STOP=:window_open");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	/* h1 renews after the others opened: their watches on it start at their writes */
+	t0 = tu_now();
+	while (beat_dated(&h[0], "beat") < t0) {
+		ck_assert_msg(tu_now() < t0 + 10, "h1 renewed no lease in 10 s");
+		tu_sleep_ms(10);
+	}
+	tu_host_kill(&h[0]);
+	tu_host_send(&h[2], "put c 0 1");
+	/* a step: h3's watch on h1 starts first, and ends first */
+	tu_sleep_ms(BAKERY_LEASE_MS / 4);
+	t0 = tu_now();
+	tu_host_send(&h[1], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 1);
+	took = tu_now() - t0;
+	/* h3 took the lease three quarters of a period after h2's first look */
+	ck_assert_msg(took > 1.375 * BAKERY_LEASE_MS / 1000.0,
+			"h2 took the lease %.3f s after it began to wait", took);
+	ck_assert_int_eq(tu_host_do(&h[1], "holder"), h[1].pid);
+	tu_host_kill(&h[2]);
+	host_close(&h[1]);
+}
+END_TEST
+
+/*
+ * The lease's heartbeat: h1 takes the lease as it opens, renews it a
+ * quarter lease period later, and is stopped right after that renewal,
+ * before anything else of its own writes its node's line back.  h2 looks
+ * at the heartbeat's age before and after: the second look must date the
+ * renewal, a quarter period after the beat the first one dated.  Had the
+ * renewal stayed in h1's host's cache, the second look would date the
+ * same beat as the first.
+ */
+START_TEST(test_a_renewal_reaches_another_host_while_the_holder_is_stopped)
+{
+	struct tu_host h[2];
+	double first, later;
+
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:lease_beat#2>", RENEW_LEASE);
+	host_start(&h[1], "h2", NULL);
+	first = beat_dated(&h[1], "beat");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	later = beat_dated(&h[1], "beat");
+	/* a quarter period apart; the looks' lengths blur each by far less than half that */
+	ck_assert_msg(later - first > atoi(RENEW_LEASE) / 8000.0,
+			"h2 dates the heartbeat after the renewal %.3f s after the one before",
+			later - first);
+	/* h2's close would wait a lease period of h1's for its detach */
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+}
+END_TEST
+
+/*
+ * A client's heartbeat: h2, a client of another host (a client timeout of
+ * twelve seconds), beats as it claims its slot, at once in its service
+ * thread's first round, and a quarter client timeout later; it is stopped
+ * right after that third beat, before anything else of its own writes the
+ * beat's line back.  The holder on h1 dates h2's heartbeat before and
+ * after: the second look must date the third beat, a quarter client
+ * timeout after the one the first dated.  Had the beat stayed in h2's
+ * host's cache, the holder would see an older beat, and judge a client
+ * that goes on beating so dead a quarter timeout early.
+ */
+START_TEST(test_a_clients_beat_reaches_the_holder_while_it_is_stopped)
+{
+	struct tu_host h[2];
+	char cmd[32];
+	double first, later;
+
+	host_start_with(&h[0], "h1", NULL, "200 " BEAT_CLIENT_TIMEOUT);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=:client_beat#3>");
+	snprintf(cmd, sizeof(cmd), "clientbeat %d", (int)h[1].pid);
+	first = beat_dated(&h[0], cmd);
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	later = beat_dated(&h[0], cmd);
+	ck_assert_msg(later - first > atoi(BEAT_CLIENT_TIMEOUT) / 8000.0,
+			"h1 dates h2's heartbeat after its third beat %.3f s after the one before",
+			later - first);
+	tu_host_kill(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -419,7 +623,12 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_choosing_its_number);
 	tcase_add_test(tc, test_a_contender_waits_for_a_host_stopped_inside_the_bakery);
 	tcase_add_test(tc, test_a_contender_finds_the_lease_taken_inside_the_bakery);
+	tcase_add_test(tc, test_a_contender_goes_on_once_the_host_it_waits_for_leaves);
 	tcase_add_test(tc, test_a_revoked_client_learns_it_while_the_holder_is_stopped);
+	tcase_add_test(tc, test_a_new_holder_does_not_wait_for_a_closed_window);
+	tcase_add_test(tc, test_a_waiting_client_sees_the_lease_change_hands);
+	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
+	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }

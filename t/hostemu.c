@@ -33,7 +33,8 @@
  *                  whose name holds B after the first call from one whose
  *                  name holds A (left out by HOSTEMU_SKIP or not): a stop
  *                  at a site called often, right after one called at a
- *                  chosen step
+ *                  chosen step; A#N counts from the Nth call of A instead
+ *                  (a step that comes round again, as a heartbeat does)
  *                  HOSTEMU_STOP=B! (or A>B!) continues the process with its
  *                  host's caches as they were instead: a look made before
  *                  the stop is still cached after it, so that another host
@@ -202,6 +203,8 @@ static struct {
 	char stop_after[128];  /* A of HOSTEMU_STOP=A>B, "" without one */
 	char stop_at[128];     /* B */
 	int keep;              /* B!: no refresh once continued */
+	unsigned long after_nth;  /* N of A#N, else 1 */
+	unsigned long after_seen; /* calls of A so far */
 	int armed;
 	int stopped;
 	int sites_fd;
@@ -665,6 +668,7 @@ he_setup(void)
 {
 	const char *dir = getenv("HOSTEMU_DIR"), *host = getenv("HOSTEMU_HOST");
 	const char *pool = getenv("HOSTEMU_POOL"), *v;
+	char *nth;
 	size_t size = ((1U << HE_STRIPE_BITS) + HE_EXTLOCKS) * sizeof(uint32_t), n;
 	int fd;
 
@@ -700,6 +704,12 @@ he_setup(void)
 			he.keep = 1;
 		}
 		he.stop = he.stop_at;
+	}
+	he.after_nth = 1;
+	if ((nth = strchr(he.stop_after, '#')) != NULL) {
+		*nth = '\0';
+		if ((he.after_nth = strtoul(nth + 1, NULL, 10)) == 0)
+			he_die("HOSTEMU_STOP: A#N counts from N = 1");
 	}
 	if ((v = getenv("HOSTEMU_SITES")) != NULL &&
 	    (he.sites_fd = next.openat(AT_FDCWD, v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
@@ -874,7 +884,9 @@ he_range(const void *addr, size_t len, const char *site, enum he_op op)
 	site = site ? site : "";
 	he_site(site);
 	arming = *he.stop_after && strstr(site, he.stop_after) != NULL &&
-		!__atomic_exchange_n(&he.armed, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&he.after_seen, 1, __ATOMIC_SEQ_CST) == he.after_nth;
+	if (arming)
+		__atomic_store_n(&he.armed, 1, __ATOMIC_SEQ_CST);
 	/* a site left out is still reached: a test that stops there must stop */
 	if (!arming && he.stop != NULL && strstr(site, he.stop) != NULL &&
 	    (!*he.stop_after || __atomic_load_n(&he.armed, __ATOMIC_SEQ_CST)) &&
