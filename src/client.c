@@ -198,7 +198,7 @@ mkv_client_reap(struct mkv_pool *p, uint32_t slot, uint64_t owner)
 	 */
 	__atomic_store_n(&s->revoked, MKV_SLOT_INC(owner), __ATOMIC_SEQ_CST);
 	/* named: a test stops the holder right after it (t/check_leasesites.c) */
-	mkv_share_persist_at(p, &s->revoked, sizeof(s->revoked), __FILE__ ":revoke");
+	mkv_share_persist_at(p, &s->revoked, sizeof(s->revoked), MKV_SITE_NAMED(revoke));
 	mkv_log(MKV_LOG_INFO, "pool %s: reclaimed slot %u of dead client %u", p->path, slot,
 			MKV_SLOT_PID(owner));
 	return true;
@@ -394,7 +394,7 @@ mkv_client_beat(struct mkv_pool *p)
 	 * the whole line: the lookup counters beside the beat go out with it;
 	 * named: a test stops a client right after a beat (t/check_leasesites.c)
 	 */
-	mkv_share_persist_at(p, &s->beat, MKV_CACHELINE, __FILE__ ":client_beat");
+	mkv_share_persist_at(p, &s->beat, MKV_CACHELINE, MKV_SITE_NAMED(client_beat));
 	if (!p->noncoherent)
 		return;
 	p->beat_began_ns = began;

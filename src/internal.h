@@ -229,6 +229,8 @@ static inline void mkv_full_fence(void)
 #define MKV_XSTR(x) #x
 #define MKV_STR(x) MKV_XSTR(x)
 #define MKV_SITE __FILE__ ":" MKV_STR(__LINE__)
+/* a site a test names, to stop or skip it whatever its line */
+#define MKV_SITE_NAMED(name) __FILE__ ":" #name
 bool mkv_share_supported(void);
 void mkv_share_init(struct mkv_pool *p, uint32_t coherence);
 void mkv_share_inval_at(const struct mkv_pool *p, const void *addr, size_t len, const char *site);

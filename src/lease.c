@@ -224,7 +224,7 @@ static bool
 node_split(struct mkv_pool *p, struct mkv_node *n)
 {
 	/* the two steps a test stops a node at by name (t/check_hosts.c) */
-	mkv_share_inval_at(p, &n->door, sizeof(n->door), __FILE__ ":node_split_enter");
+	mkv_share_inval_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_enter));
 	if (PEEK(n->door))
 		return false;
 	STORE(n->race, p->node);
@@ -232,7 +232,7 @@ node_split(struct mkv_pool *p, struct mkv_node *n)
 	if (LOAD(n->door))
 		return false;
 	STORE(n->door, p->node);
-	mkv_share_persist_at(p, &n->door, sizeof(n->door), __FILE__ ":node_split_close");
+	mkv_share_persist_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_close));
 	return LOAD(n->race) == p->node;
 }
 
@@ -361,7 +361,7 @@ static bool
 bakery_enter(struct mkv_pool *p)
 {
 	struct mkv_node *me = &p->nodes[p->node_idx];
-	uint64_t max = 0, mine, deadline = mkv_clock_now() + 2 * p->lease_period_ns;
+	uint64_t max = 0, mine, v, deadline = mkv_clock_now() + 2 * p->lease_period_ns;
 
 	STORE(me->choosing, 1);
 	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
@@ -369,9 +369,9 @@ bakery_enter(struct mkv_pool *p)
 		uint64_t *nj = &p->nodes[j].number;
 
 		/* a step a test stops a contender at by name (t/check_leasesites.c) */
-		mkv_share_inval_at(p, nj, sizeof(*nj), __FILE__ ":bakery_numbers");
-		if (PEEK(*nj) > max)
-			max = PEEK(*nj);
+		mkv_share_inval_at(p, nj, sizeof(*nj), MKV_SITE_NAMED(bakery_numbers));
+		if ((v = PEEK(*nj)) > max)
+			max = v;
 	}
 	mine = max + 1;
 	/*
@@ -444,7 +444,7 @@ lease_read(const struct mkv_pool *p, struct lease_view *v)
 	if (v->node && v->node <= p->sb->max_nodes) {
 		const uint64_t *beat = &p->nodes[v->node - 1].lease_beat;
 
-		mkv_share_inval_at(p, beat, sizeof(*beat), __FILE__ ":lease_read_beat");
+		mkv_share_inval_at(p, beat, sizeof(*beat), MKV_SITE_NAMED(lease_read_beat));
 		v->heartbeat = PEEK(*beat);
 	}
 }
@@ -458,7 +458,7 @@ lease_beat_store(struct mkv_pool *p)
 	STORE(me->lease_beat, PEEK(me->lease_beat) + 1);
 	STORE(me->lease_beat_wall_ns, mkv_clock_wall());
 	/* named: a test stops a holder right after a renewal (t/check_leasesites.c) */
-	mkv_share_persist_at(p, &me->lease_beat, 2 * sizeof(uint64_t), __FILE__ ":lease_beat");
+	mkv_share_persist_at(p, &me->lease_beat, 2 * sizeof(uint64_t), MKV_SITE_NAMED(lease_beat));
 }
 
 /*
@@ -550,7 +550,7 @@ mkv_lease_write_begin(struct mkv_pool *p)
 	STORE(me->write_owner, mkv_client_owner(p));
 	STORE(me->write_gen, p->h.generation);
 	/* named: a test stops a holder at its next look (t/check_leasesites.c) */
-	mkv_share_wb_at(p, &me->write_gen, 3 * sizeof(uint64_t), __FILE__ ":window_open");
+	mkv_share_wb_at(p, &me->write_gen, 3 * sizeof(uint64_t), MKV_SITE_NAMED(window_open));
 	mkv_full_fence();
 	if (mkv_lease_valid(p))
 		return 0;
@@ -565,7 +565,7 @@ mkv_lease_write_end(struct mkv_pool *p)
 
 	STORE(me->write_gen, 0);
 	/* named: a test stops a holder right after it (t/check_leasesites.c) */
-	mkv_share_wb_at(p, &me->write_gen, sizeof(me->write_gen), __FILE__ ":window_close");
+	mkv_share_wb_at(p, &me->write_gen, sizeof(me->write_gen), MKV_SITE_NAMED(window_close));
 }
 
 /*
@@ -708,7 +708,7 @@ mkv_lease_try_acquire(struct mkv_pool *p)
 		STORE(l->holder_pid, (uint32_t)getpid());
 		STORE(l->generation, gen);
 		/* a test stops a new holder here by name, inside the bakery */
-		mkv_share_persist_at(p, l, sizeof(*l), __FILE__ ":lease_take");
+		mkv_share_persist_at(p, l, sizeof(*l), MKV_SITE_NAMED(lease_take));
 		lease_beat_store(p);
 	}
 	bakery_exit(p);

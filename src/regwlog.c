@@ -193,9 +193,10 @@ mkv_reg_wlog_commit(struct mkv_pool *p, uint64_t id, MDB_txn *t)
 	if (s.n != MKV_WLOG_ALL)
 		memcpy(w->range, s.range, s.n * sizeof(s.range[0]));
 	mkv_share_wb_at(p, w, offsetof(struct mkv_wlog, range) +
-			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])), __FILE__ ":wlog_ranges");
+			(s.n == MKV_WLOG_ALL ? 0 : s.n * sizeof(s.range[0])),
+			MKV_SITE_NAMED(wlog_ranges));
 	__atomic_store_n(&w->txn, id, __ATOMIC_SEQ_CST);
-	mkv_share_wb_at(p, &w->txn, sizeof(w->txn), __FILE__ ":wlog_publish");
+	mkv_share_wb_at(p, &w->txn, sizeof(w->txn), MKV_SITE_NAMED(wlog_publish));
 	if (!known) {
 		r->wl_id = 0;
 		return;

@@ -505,7 +505,7 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		 * Named: a test stops the holder here, its answers written.
 		 */
 		mkv_share_inval_at(p, &p->slots[s].completed, MKV_CACHELINE,
-				__FILE__ ":answers_counted");
+				MKV_SITE_NAMED(answers_counted));
 		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
 		mkv_share_persist(p, &p->slots[s].completed, sizeof(uint32_t));
 		mkv_rq_futex_wake(&p->slots[s].completed);
