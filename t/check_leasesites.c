@@ -476,6 +476,19 @@ beat_dated(struct tu_host *h, const char *cmd)
 }
 
 /*
+ * How far apart, by our clock, the heartbeats are that @p h's looks by
+ * @p cmd date before and after @p stopped stops.
+ */
+static double
+beat_gap(struct tu_host *h, const char *cmd, struct tu_host *stopped)
+{
+	double first = beat_dated(h, cmd);
+
+	ck_assert_int_eq(tu_wait_stopped(stopped->pid, 60), 0);
+	return beat_dated(h, cmd) - first;
+}
+
+/*
  * The lease record as a waiting client looks at it: h1, the holder, is
  * killed; h3's write, forwarded to it, waits for its heartbeat to stand
  * still for a lease period and takes the lease over, and h3 is stopped
@@ -531,17 +544,14 @@ END_TEST
 START_TEST(test_a_renewal_reaches_another_host_while_the_holder_is_stopped)
 {
 	struct tu_host h[2];
-	double first, later;
+	double gap;
 
 	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:lease_beat#2>", RENEW_LEASE);
 	host_start(&h[1], "h2", NULL);
-	first = beat_dated(&h[1], "beat");
-	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
-	later = beat_dated(&h[1], "beat");
+	gap = beat_gap(&h[1], "beat", &h[0]);
 	/* a quarter period apart; the looks' lengths blur each by far less than half that */
-	ck_assert_msg(later - first > atoi(RENEW_LEASE) / 8000.0,
-			"h2 dates the heartbeat after the renewal %.3f s after the one before",
-			later - first);
+	ck_assert_msg(gap > atoi(RENEW_LEASE) / 8000.0,
+			"h2 dates the heartbeat after the renewal %.3f s after the one before", gap);
 	/* h2's close would wait a lease period of h1's for its detach */
 	tu_host_kill(&h[0]);
 	tu_host_kill(&h[1]);
@@ -563,17 +573,14 @@ START_TEST(test_a_clients_beat_reaches_the_holder_while_it_is_stopped)
 {
 	struct tu_host h[2];
 	char cmd[32];
-	double first, later;
+	double gap;
 
 	host_start_with(&h[0], "h1", NULL, "200 " BEAT_CLIENT_TIMEOUT);
 	host_start(&h[1], "h2", "HOSTEMU_STOP=:client_beat#3>");
 	snprintf(cmd, sizeof(cmd), "clientbeat %d", (int)h[1].pid);
-	first = beat_dated(&h[0], cmd);
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
-	later = beat_dated(&h[0], cmd);
-	ck_assert_msg(later - first > atoi(BEAT_CLIENT_TIMEOUT) / 8000.0,
-			"h1 dates h2's heartbeat after its third beat %.3f s after the one before",
-			later - first);
+	gap = beat_gap(&h[0], cmd, &h[1]);
+	ck_assert_msg(gap > atoi(BEAT_CLIENT_TIMEOUT) / 8000.0,
+			"h1 dates h2's heartbeat after its third beat %.3f s after the one before", gap);
 	tu_host_kill(&h[1]);
 	host_close(&h[0]);
 }
