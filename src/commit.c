@@ -212,9 +212,7 @@ requester_ok(const struct mkv_pool *p, const struct mkv_req *r)
 	if (r->slot >= p->sb->max_clients)
 		return false;
 	/* named: a test stops the holder right before it (t/check_sites.c) */
-	mkv_share_inval_at(p, &p->slots[r->slot].owner, sizeof(owner),
-			MKV_SITE_NAMED(requester_owner));
-	owner = __atomic_load_n(&p->slots[r->slot].owner, __ATOMIC_SEQ_CST);
+	owner = mkv_share_load_at(p, &p->slots[r->slot].owner, MKV_SITE_NAMED(requester_owner));
 	return MKV_SLOT_INC(owner) == r->inc && mkv_client_claimed(p, r->slot, owner);
 }
 

@@ -243,9 +243,10 @@ void mkv_share_inval_n_at(const struct mkv_pool *p, const void *const *addr, uns
 #define mkv_share_inval_n(p, a, n, len) mkv_share_inval_n_at((p), (a), (n), (len), MKV_SITE)
 #define mkv_share_wb(p, a, n) mkv_share_wb_at((p), (a), (n), MKV_SITE)
 #define mkv_share_persist(p, a, n) mkv_share_persist_at((p), (a), (n), MKV_SITE)
-#define mkv_share_load(p, w) __extension__({ \
-	mkv_share_inval_at((p), (w), sizeof(*(w)), MKV_SITE); \
+#define mkv_share_load_at(p, w, site) __extension__({ \
+	mkv_share_inval_at((p), (w), sizeof(*(w)), (site)); \
 	__atomic_load_n((w), __ATOMIC_SEQ_CST); })
+#define mkv_share_load(p, w) mkv_share_load_at((p), (w), MKV_SITE)
 /*
  * Compare-and-swap of a pool word, between the invalidation of its line and
  * the write-back: exact among the processes of one host only.

@@ -177,9 +177,8 @@ mkv_pages_reclaim(struct mkv_pool *p, uint64_t word)
 		s = MKV_PG_SLOT(w);
 		if (w != word && s < p->sb->max_clients) {
 			/* named: a test stops the holder right before it (t/check_sites.c) */
-			mkv_share_inval_at(p, &p->slots[s].owner, sizeof(owner),
+			owner = mkv_share_load_at(p, &p->slots[s].owner,
 					MKV_SITE_NAMED(granted_owner));
-			owner = __atomic_load_n(&p->slots[s].owner, __ATOMIC_SEQ_CST);
 			if (MKV_SLOT_INC(owner) == MKV_PG_INC(w)) {
 				if (verdict[s] == UNKNOWN)
 					verdict[s] = !mkv_client_reap(p, s, owner) ? VALID : VOID;

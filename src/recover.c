@@ -78,8 +78,7 @@ grant_valid(const struct mkv_pool *p, uint64_t w)
 	if (MKV_PG_STATE(w) != MKV_PG_GRANTED || slot >= p->sb->max_clients)
 		return false;
 	/* named: a test stops the new holder right before it (t/check_sites.c) */
-	mkv_share_inval_at(p, &p->slots[slot].owner, sizeof(owner), MKV_SITE_NAMED(grant_owner));
-	owner = __atomic_load_n(&p->slots[slot].owner, __ATOMIC_SEQ_CST);
+	owner = mkv_share_load_at(p, &p->slots[slot].owner, MKV_SITE_NAMED(grant_owner));
 	return MKV_SLOT_INC(owner) == MKV_PG_INC(w) && mkv_client_claimed(p, slot, owner) &&
 		!(mkv_client_local(p, slot, owner) && mkv_client_dead(p, slot, owner));
 }
