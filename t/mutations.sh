@@ -28,13 +28,14 @@
 #               t/check_sites t/check_hosts, the fast and deterministic
 #               suites first)
 #
-# make check-mutations runs every site through both suites (opt-in: about
-# twenty minutes on two cores).  make check-mutations-short, part of make
-# check-all, runs a seeded sample of sites through t/check_sites alone
-# (MUT_COUNT and MUT_SEED choose it; about ten minutes on two cores) and
-# fails if fewer than MUT_MIN percent of them are caught: a floor under
-# which the emulator or the suite has gone lenient, while not every site
-# is caught yet.
+# make check-mutations runs every site through the three suites (opt-in:
+# up to two hours on two cores; two -f lists run side by side take about
+# half).  make check-mutations-short, part of make check-all, runs a
+# seeded sample of sites through t/check_sites alone (MUT_COUNT and
+# MUT_SEED choose it; about a quarter of an hour on two cores) and fails
+# if fewer than MUT_MIN percent of them are caught: a floor under which
+# the emulator or the suite has gone lenient, while not every site is
+# caught yet.
 set -u
 top_builddir=${top_builddir:-.}
 # A left-out site often makes a test wait for what never comes, until its
