@@ -158,6 +158,44 @@ END_TEST
 
 
 /*
+ * The lease record as a releasing holder looks at it: h1, the holder,
+ * closes, and is stopped inside the bakery of its release right before it
+ * looks whether the record still holds its generation, with its host's
+ * caches kept as they were (HOSTEMU_STOP=B!).  h2's write, forwarded to
+ * it meanwhile, takes the lease over once h1's heartbeat, then its node's
+ * beat in the bakery, stood still for a lease period.  h1 resumes and ends
+ * its release: it must find the record naming h2 and leave it as it is.
+ * Had it looked at its own old copy of the record, which holds its own
+ * generation, it would clear h2's lease: no holder named, and h2 fenced at
+ * its next renewal.
+ */
+START_TEST(test_a_superseded_holder_leaves_the_lease_as_it_releases)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:lease_release!");
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_host_send(&h[0], "close");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	tu_host_end(&h[0]);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[1], "put c 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check c 0 1"), 1);
+	host_close(&h[2]);
+	host_close(&h[1]);
+}
+END_TEST
+
+/*
  * The bakery: a holder that closes leaves the bakery of its release with
  * its ticket given back.  With a lease period of many seconds, a host that
  * writes next takes the lease, which the release left free, at once; had
@@ -636,6 +674,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_waiting_client_sees_the_lease_change_hands);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
+	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
 	suite_add_tcase(s, tc);
 	return s;
 }
