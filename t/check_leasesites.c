@@ -32,6 +32,11 @@
 #define RENEW_LEASE "20000"
 /* a client timeout whose quarter, between a client's beats, likewise (ms) */
 #define BEAT_CLIENT_TIMEOUT "12000"
+/*
+ * a client timeout that a bound on a takeover tells apart from two, with
+ * room for many lease periods (ms)
+ */
+#define WATCH_CLIENT_TIMEOUT "5000"
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -500,6 +505,57 @@ START_TEST(test_a_new_holder_does_not_wait_for_a_closed_window)
 END_TEST
 
 /*
+ * A new holder's watch on the readers: h2, a reader of another host, is
+ * stopped inside a read, its snap published, and h1, the holder, commits a
+ * newer snapshot, then is stopped inside the write window in which it
+ * serves h3's write (after answering its first request).  h3 takes the
+ * lease over once h1's heartbeat stood still for a lease period, and waits
+ * for h1's window until h1 is judged dead by its client heartbeat, then,
+ * before its first write, for h2 to be judged dead too: h2's snap holds
+ * back pages of a snapshot older than h3's first.  The watch on h2's
+ * heartbeat starts as h3 takes the lease, alongside the wait for the
+ * window, so h3 writes a lease period and a client timeout after h1
+ * stopped, and some lease periods of retries (the window's wait gives up
+ * every quarter period, and the lease is taken again a period later).
+ * Had h3 looked at its own old copy of h2's slot as it took the lease
+ * (from before h2 claimed it), the watch would start only once the window
+ * was void, and h3 would write a client timeout later still.
+ */
+START_TEST(test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window)
+{
+	const double timeout = atoi(WATCH_CLIENT_TIMEOUT) / 1000.0;
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:answers_counted>src/pages.c:",
+			"200 " WATCH_CLIENT_TIMEOUT);
+	/* h3 caches the slots before h2 claims one */
+	host_start(&h[2], "h3", NULL);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=src/get.c:");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_host_send(&h[1], "check a 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 1"), 1);
+	tu_host_send(&h[2], "put c 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_recv(&h[2]), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took >= timeout / 2, "h3 wrote %.3f s after h1 stopped inside its write window",
+			took);
+	ck_assert_msg(took < 1.5 * timeout,
+			"h3 wrote %.3f s after h1 stopped, a reader of another host dead (client timeout %.0f s)",
+			took, timeout);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 1"), 1);
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+	host_close(&h[2]);
+}
+END_TEST
+
+/*
  * When the heartbeat that @p h's look by @p cmd finds was stored, by our
  * clock: the look's end less the age it says (by the wall clock every
  * emulated host shares), no earlier than the beat.
@@ -675,6 +731,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
+	tcase_add_test(tc, test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window);
 	suite_add_tcase(s, tc);
 	return s;
 }
