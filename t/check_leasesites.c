@@ -61,6 +61,7 @@ static struct mkv_pool *hpool;
  *   open [L [T]]    open (creating) the pool as this host's node; a lease
  *                   period of L ms and a client timeout of T ms if it
  *                   creates it
+ *   open ro         open it read-only: a client that never takes the lease
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
@@ -68,6 +69,8 @@ static struct mkv_pool *hpool;
  *   beat            the age of the lease's heartbeat (ms), likewise
  *   clientbeat PID  the age of the heartbeat of client PID (ms), as
  *                   mkv_pool_clients() says
+ *   clientalive PID whether this host judges client PID alive, likewise
+ *   reclaim         the clients a dry run of mkv_pool_reclaim() counts dead
  *   close           close the pool
  */
 static void
@@ -80,17 +83,20 @@ host_cmd(char *line, char *out, size_t size)
 	char cmd[16] = "", arg[16] = "";
 	long long from = 0, n = 0, done = 0;
 	struct mkv_client cl[MAX_CLIENTS];
+	struct mkv_reclaim rep;
 	struct mkv_stat st;
 	size_t ncl = 0;
 	int rc = 0;
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
 	if (strcmp(cmd, "open") == 0) {
-		if (*arg)
+		unsigned flags = strcmp(arg, "ro") == 0 ? MKV_RDONLY : MKV_CREATE;
+
+		if (*arg && flags == MKV_CREATE)
 			o.lease_ms = (uint32_t)atoi(arg);
 		if (from)
 			o.client_timeout_ms = (uint32_t)from;
-		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
+		rc = tu_open(getenv("HOSTEMU_POOL"), flags, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
@@ -100,12 +106,15 @@ host_cmd(char *line, char *out, size_t size)
 		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
 			done = cmd[0] == 'h' ? st.lease_holder_pid :
 				cmd[0] == 'c' ? st.clients : st.lease_heartbeat_age_ms;
-	} else if (strcmp(cmd, "clientbeat") == 0) {
+	} else if (strcmp(cmd, "clientbeat") == 0 || strcmp(cmd, "clientalive") == 0) {
 		done = -1;
 		if ((rc = mkv_pool_clients(hpool, cl, MAX_CLIENTS, &ncl)) == 0)
 			for (size_t i = 0; i < ncl; i++)
 				if (cl[i].pid == (uint32_t)atoll(arg))
-					done = cl[i].heartbeat_age_ms;
+					done = cmd[6] == 'b' ? cl[i].heartbeat_age_ms : cl[i].alive;
+	} else if (strcmp(cmd, "reclaim") == 0) {
+		if ((rc = mkv_pool_reclaim(hpool, MKV_DRY_RUN, &rep)) == 0)
+			done = rep.clients;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -681,6 +690,52 @@ START_TEST(test_a_clients_beat_reaches_the_holder_while_it_is_stopped)
 END_TEST
 
 /*
+ * A judge of a client's heartbeat other than the holder: a dry run of
+ * mkv_pool_reclaim() on h3.  Every handle is read-only once h1, which
+ * created the pool, has closed and opened again: no holder watches and
+ * revokes.  h2 is stopped until h3 judges it dead; h3's reclaim judges it
+ * dead again as it waits for the others' verdicts, and is stopped right
+ * before it counts the dead, with its host's caches kept.  h2 resumes and
+ * beats, and h1 sees that beat; h3 goes on and counts: h2 lives.  Had h3
+ * looked at its own old copy of h2's heartbeat, cached as it waited, it
+ * would count a client that beats again as dead.
+ */
+START_TEST(test_a_judge_of_another_host_sees_a_client_beat_again)
+{
+	struct tu_host h[3];
+	char alive[32], beat[32];
+	double t0;
+
+	host_start(&h[0], "h1", NULL);
+	host_start_with(&h[1], "h2", NULL, "ro");
+	host_start_with(&h[2], "h3", "HOSTEMU_STOP=:reap_count!", "ro");
+	ck_assert_int_eq(tu_host_do(&h[0], "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "open ro"), 0);
+	snprintf(alive, sizeof(alive), "clientalive %d", (int)h[1].pid);
+	snprintf(beat, sizeof(beat), "clientbeat %d", (int)h[1].pid);
+	ck_assert_int_eq(tu_stop(h[1].pid, 60), 0);
+	t0 = tu_now();
+	while (tu_host_do(&h[2], "%s", alive) != 0) {
+		ck_assert_msg(tu_now() < t0 + 20, "h3 judged h2 alive 20 s after it stopped");
+		tu_sleep_ms(10);
+	}
+	tu_host_send(&h[2], "reclaim");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	while (beat_dated(&h[0], beat) < t0) {
+		ck_assert_msg(tu_now() < t0 + 10, "h1 saw no beat of h2 in 10 s");
+		tu_sleep_ms(10);
+	}
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[2]), 0);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -732,6 +787,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
 	tcase_add_test(tc, test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window);
+	tcase_add_test(tc, test_a_judge_of_another_host_sees_a_client_beat_again);
 	suite_add_tcase(s, tc);
 	return s;
 }
