@@ -739,7 +739,13 @@ mkv_lease_release(struct mkv_pool *p)
 	/* if the bakery cannot be entered in time, the lease simply expires */
 	if (h->holding && node_lock(p, mkv_clock_now() + p->lease_period_ns)) {
 		if (bakery_enter(p)) {
-			if (LOAD(l->generation) == h->generation) {
+			/*
+			 * a holder stopped before this look may have been
+			 * superseded meanwhile; named: a test stops it here
+			 * with its caches kept (t/check_leasesites.c)
+			 */
+			if (mkv_share_load_at(p, &l->generation, MKV_SITE_NAMED(lease_release)) ==
+			    h->generation) {
 				STORE(l->holder_node, 0);
 				STORE(l->holder_pid, 0);
 				mkv_share_persist(p, l, sizeof(*l));

@@ -220,7 +220,8 @@ reap_count(struct mkv_pool *p, struct mkv_reclaim *report)
 {
 	for (uint32_t i = 0; i < p->sb->max_clients; i++) {
 		struct mkv_slot *s = &p->slots[i];
-		uint64_t owner = mkv_share_load(p, &s->owner);
+		/* named: a test stops a judge here (t/check_leasesites.c) */
+		uint64_t owner = mkv_share_load_at(p, &s->owner, MKV_SITE_NAMED(reap_count));
 
 		if (!mkv_client_dead(p, i, owner))
 			continue;

@@ -32,6 +32,11 @@
 #define RENEW_LEASE "20000"
 /* a client timeout whose quarter, between a client's beats, likewise (ms) */
 #define BEAT_CLIENT_TIMEOUT "12000"
+/*
+ * a client timeout that a bound on a takeover tells apart from two, with
+ * room for many lease periods (ms)
+ */
+#define WATCH_CLIENT_TIMEOUT "5000"
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -56,6 +61,7 @@ static struct mkv_pool *hpool;
  *   open [L [T]]    open (creating) the pool as this host's node; a lease
  *                   period of L ms and a client timeout of T ms if it
  *                   creates it
+ *   open ro         open it read-only: a client that never takes the lease
  *   put P FROM N    publish keys P<FROM> .. P<FROM+N-1>: how many succeeded
  *   check P FROM N  how many of them read back whole
  *   holder          the pid of the lease holder, as mkv_pool_stat() says
@@ -63,6 +69,8 @@ static struct mkv_pool *hpool;
  *   beat            the age of the lease's heartbeat (ms), likewise
  *   clientbeat PID  the age of the heartbeat of client PID (ms), as
  *                   mkv_pool_clients() says
+ *   clientalive PID whether this host judges client PID alive, likewise
+ *   reclaim         the clients a dry run of mkv_pool_reclaim() counts dead
  *   close           close the pool
  */
 static void
@@ -75,17 +83,20 @@ host_cmd(char *line, char *out, size_t size)
 	char cmd[16] = "", arg[16] = "";
 	long long from = 0, n = 0, done = 0;
 	struct mkv_client cl[MAX_CLIENTS];
+	struct mkv_reclaim rep;
 	struct mkv_stat st;
 	size_t ncl = 0;
 	int rc = 0;
 
 	sscanf(line, "%15s %15s %lld %lld", cmd, arg, &from, &n);
 	if (strcmp(cmd, "open") == 0) {
-		if (*arg)
+		unsigned flags = strcmp(arg, "ro") == 0 ? MKV_RDONLY : MKV_CREATE;
+
+		if (*arg && flags == MKV_CREATE)
 			o.lease_ms = (uint32_t)atoi(arg);
 		if (from)
 			o.client_timeout_ms = (uint32_t)from;
-		rc = tu_open(getenv("HOSTEMU_POOL"), MKV_CREATE, &o, &hpool);
+		rc = tu_open(getenv("HOSTEMU_POOL"), flags, &o, &hpool);
 	} else if (strcmp(cmd, "put") == 0) {
 		done = tu_host_put(hpool, arg, from, n, TU_PAGE_SIZE, &rc);
 	} else if (strcmp(cmd, "check") == 0) {
@@ -95,12 +106,15 @@ host_cmd(char *line, char *out, size_t size)
 		if ((rc = mkv_pool_stat(hpool, &st)) == 0)
 			done = cmd[0] == 'h' ? st.lease_holder_pid :
 				cmd[0] == 'c' ? st.clients : st.lease_heartbeat_age_ms;
-	} else if (strcmp(cmd, "clientbeat") == 0) {
+	} else if (strcmp(cmd, "clientbeat") == 0 || strcmp(cmd, "clientalive") == 0) {
 		done = -1;
 		if ((rc = mkv_pool_clients(hpool, cl, MAX_CLIENTS, &ncl)) == 0)
 			for (size_t i = 0; i < ncl; i++)
 				if (cl[i].pid == (uint32_t)atoll(arg))
-					done = cl[i].heartbeat_age_ms;
+					done = cmd[6] == 'b' ? cl[i].heartbeat_age_ms : cl[i].alive;
+	} else if (strcmp(cmd, "reclaim") == 0) {
+		if ((rc = mkv_pool_reclaim(hpool, MKV_DRY_RUN, &rep)) == 0)
+			done = rep.clients;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -156,6 +170,44 @@ START_TEST(test_a_holder_that_closed_is_named_by_no_other_host)
 }
 END_TEST
 
+
+/*
+ * The lease record as a releasing holder looks at it: h1, the holder,
+ * closes, and is stopped inside the bakery of its release right before it
+ * looks whether the record still holds its generation, with its host's
+ * caches kept as they were (HOSTEMU_STOP=B!).  h2's write, forwarded to
+ * it meanwhile, takes the lease over once h1's heartbeat, then its node's
+ * beat in the bakery, stood still for a lease period.  h1 resumes and ends
+ * its release: it must find the record naming h2 and leave it as it is.
+ * Had it looked at its own old copy of the record, which holds its own
+ * generation, it would clear h2's lease: no holder named, and h2 fenced at
+ * its next renewal.
+ */
+START_TEST(test_a_superseded_holder_leaves_the_lease_as_it_releases)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:lease_release!");
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_host_send(&h[0], "close");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	tu_host_end(&h[0]);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[1], "put c 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check c 0 1"), 1);
+	host_close(&h[2]);
+	host_close(&h[1]);
+}
+END_TEST
 
 /*
  * The bakery: a holder that closes leaves the bakery of its release with
@@ -462,6 +514,57 @@ START_TEST(test_a_new_holder_does_not_wait_for_a_closed_window)
 END_TEST
 
 /*
+ * A new holder's watch on the readers: h2, a reader of another host, is
+ * stopped inside a read, its snap published, and h1, the holder, commits a
+ * newer snapshot, then is stopped inside the write window in which it
+ * serves h3's write (after answering its first request).  h3 takes the
+ * lease over once h1's heartbeat stood still for a lease period, and waits
+ * for h1's window until h1 is judged dead by its client heartbeat, then,
+ * before its first write, for h2 to be judged dead too: h2's snap holds
+ * back pages of a snapshot older than h3's first.  The watch on h2's
+ * heartbeat starts as h3 takes the lease, alongside the wait for the
+ * window, so h3 writes a lease period and a client timeout after h1
+ * stopped, and some lease periods of retries (the window's wait gives up
+ * every quarter period, and the lease is taken again a period later).
+ * Had h3 looked at its own old copy of h2's slot as it took the lease
+ * (from before h2 claimed it), the watch would start only once the window
+ * was void, and h3 would write a client timeout later still.
+ */
+START_TEST(test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window)
+{
+	const double timeout = atoi(WATCH_CLIENT_TIMEOUT) / 1000.0;
+	struct tu_host h[3];
+	double t0, took;
+
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:answers_counted>src/pages.c:",
+			"200 " WATCH_CLIENT_TIMEOUT);
+	/* h3 caches the slots before h2 claims one */
+	host_start(&h[2], "h3", NULL);
+	host_start(&h[1], "h2", "HOSTEMU_STOP=src/get.c:");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 1"), 1);
+	tu_host_send(&h[1], "check a 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put b 0 1"), 1);
+	tu_host_send(&h[2], "put c 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(tu_host_recv(&h[2]), 1);
+	took = tu_now() - t0;
+	ck_assert_msg(took >= timeout / 2, "h3 wrote %.3f s after h1 stopped inside its write window",
+			took);
+	ck_assert_msg(took < 1.5 * timeout,
+			"h3 wrote %.3f s after h1 stopped, a reader of another host dead (client timeout %.0f s)",
+			took, timeout);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[2].pid);
+	ck_assert_int_eq(tu_host_do(&h[2], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 1"), 1);
+	tu_host_kill(&h[0]);
+	tu_host_kill(&h[1]);
+	host_close(&h[2]);
+}
+END_TEST
+
+/*
  * When the heartbeat that @p h's look by @p cmd finds was stored, by our
  * clock: the look's end less the age it says (by the wall clock every
  * emulated host shares), no earlier than the beat.
@@ -587,6 +690,52 @@ START_TEST(test_a_clients_beat_reaches_the_holder_while_it_is_stopped)
 END_TEST
 
 /*
+ * A judge of a client's heartbeat other than the holder: a dry run of
+ * mkv_pool_reclaim() on h3.  Every handle is read-only once h1, which
+ * created the pool, has closed and opened again: no holder watches and
+ * revokes.  h2 is stopped until h3 judges it dead; h3's reclaim judges it
+ * dead again as it waits for the others' verdicts, and is stopped right
+ * before it counts the dead, with its host's caches kept.  h2 resumes and
+ * beats, and h1 sees that beat; h3 goes on and counts: h2 lives.  Had h3
+ * looked at its own old copy of h2's heartbeat, cached as it waited, it
+ * would count a client that beats again as dead.
+ */
+START_TEST(test_a_judge_of_another_host_sees_a_client_beat_again)
+{
+	struct tu_host h[3];
+	char alive[32], beat[32];
+	double t0;
+
+	host_start(&h[0], "h1", NULL);
+	host_start_with(&h[1], "h2", NULL, "ro");
+	host_start_with(&h[2], "h3", "HOSTEMU_STOP=:reap_count!", "ro");
+	ck_assert_int_eq(tu_host_do(&h[0], "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "open ro"), 0);
+	snprintf(alive, sizeof(alive), "clientalive %d", (int)h[1].pid);
+	snprintf(beat, sizeof(beat), "clientbeat %d", (int)h[1].pid);
+	ck_assert_int_eq(tu_stop(h[1].pid, 60), 0);
+	t0 = tu_now();
+	while (tu_host_do(&h[2], "%s", alive) != 0) {
+		ck_assert_msg(tu_now() < t0 + 20, "h3 judged h2 alive 20 s after it stopped");
+		tu_sleep_ms(10);
+	}
+	tu_host_send(&h[2], "reclaim");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	t0 = tu_now();
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	while (beat_dated(&h[0], beat) < t0) {
+		ck_assert_msg(tu_now() < t0 + 10, "h1 saw no beat of h2 in 10 s");
+		tu_sleep_ms(10);
+	}
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[2]), 0);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -636,6 +785,9 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_waiting_client_sees_the_lease_change_hands);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
+	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
+	tcase_add_test(tc, test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window);
+	tcase_add_test(tc, test_a_judge_of_another_host_sees_a_client_beat_again);
 	suite_add_tcase(s, tc);
 	return s;
 }
