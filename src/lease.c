@@ -223,7 +223,7 @@ node_touch(struct mkv_pool *p)
 static bool
 node_split(struct mkv_pool *p, struct mkv_node *n)
 {
-	/* the two steps a test stops a node at by name (t/check_hosts.c) */
+	/* the steps a test stops a node at by name (t/check_hosts.c, t/check_leasesites.c) */
 	mkv_share_inval_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_enter));
 	if (PEEK(n->door))
 		return false;
@@ -233,7 +233,7 @@ node_split(struct mkv_pool *p, struct mkv_node *n)
 		return false;
 	STORE(n->door, p->node);
 	mkv_share_persist_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_close));
-	return LOAD(n->race) == p->node;
+	return mkv_share_load_at(p, &n->race, MKV_SITE_NAMED(node_split_race)) == p->node;
 }
 
 static bool
