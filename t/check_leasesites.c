@@ -613,6 +613,40 @@ START_TEST(test_a_revoked_client_learns_it_while_the_holder_is_stopped)
 }
 END_TEST
 
+/*
+ * The node table's splitter: h2, opening, finds node entry 1 free and is
+ * stopped as it goes into the entry's splitter, before its look at the
+ * door, with its host's caches kept (the door's line open in them, as it
+ * was when h2 mapped the pool).  h3 then goes through the same splitter:
+ * it closes the door, and is stopped before its last look, at the race
+ * word it wrote.  h2 goes on: it must find the door closed and try the
+ * next entry, writing nothing into entry 1.  Had it looked at its own old
+ * copy of the door, it would write the race word over h3's before it saw
+ * the door closed; h3, going on, would then lose entry 1 too, and find no
+ * free entry of the three left for it.
+ */
+START_TEST(test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone)
+{
+	struct tu_host h[3];
+
+	host_start_with(&h[0], "h1", NULL, "200 " SLOW_CLIENT_TIMEOUT);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_enter!", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	tu_host_quiet(&h[2], "check_leasesites", "h3", "HOSTEMU_STOP=:node_split_race", NULL);
+	tu_host_send(&h[2], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[2]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -636,6 +670,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_waiting_client_sees_the_lease_change_hands);
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
+	tcase_add_test(tc, test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }
