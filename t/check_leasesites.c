@@ -647,6 +647,62 @@ START_TEST(test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone)
 }
 END_TEST
 
+/*
+ * The node table's reclamation: h2's host dies; the holder on h1 revokes
+ * its claim, frees its node entry once that looked unused for a client
+ * timeout, and is stopped right after, before anything else of its own
+ * writes the entry's lines back.  h4, a new host for which the table of
+ * three entries had no room, opens meanwhile: it must find the entry free
+ * (its id cleared, its door open) and take it.  Had the cleared id or the
+ * opened door stayed in h1's host's cache, h4 would find the table full.
+ */
+START_TEST(test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken)
+{
+	struct tu_host h[4];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", NULL);
+	tu_host_kill(&h[1]);
+	/* two client timeouts and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	host_start(&h[3], "h4", NULL);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[3]);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * An entry whose door closed on no winner: h2, opening, closes the door of
+ * node entry 1 and is killed before its last look, its id never written.
+ * The holder on h1 must free the entry once the node named by its door had
+ * no client for a client timeout; it is stopped right after, and h3 then
+ * takes the entry.  Had the holder looked at its own old copy of the door
+ * (open, as it mapped it before h2 came), it would take the entry for a
+ * free one and never free it.
+ */
+START_TEST(test_an_entry_whose_door_closed_on_no_winner_is_freed)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_race", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	tu_host_kill(&h[1]);
+	/* a client timeout and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 2);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -671,6 +727,8 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_renewal_reaches_another_host_while_the_holder_is_stopped);
 	tcase_add_test(tc, test_a_clients_beat_reaches_the_holder_while_it_is_stopped);
 	tcase_add_test(tc, test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone);
+	tcase_add_test(tc, test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken);
+	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
 	suite_add_tcase(s, tc);
 	return s;
 }
