@@ -278,7 +278,8 @@ mkv_lease_node_attach(struct mkv_pool *p)
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 
-		mkv_share_inval(p, n, MKV_CACHELINE);
+		/* named: a test stops a node between this look and its beat (t/check_leasesites.c) */
+		mkv_share_inval_at(p, n, MKV_CACHELINE, MKV_SITE_NAMED(node_attach));
 		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
 			return node_touch(p);
