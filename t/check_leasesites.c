@@ -703,6 +703,41 @@ START_TEST(test_an_entry_whose_door_closed_on_no_winner_is_freed)
 }
 END_TEST
 
+/*
+ * A node whose entry was freed: h2's only process closes, and the holder
+ * on h1 frees h2's entry once that looked unused for a client timeout
+ * (it is stopped right after, and let go: a step).  A new process of host
+ * h2 opens, whose host's caches still hold the entry with h2's id; it is
+ * stopped, its caches kept, right after its look at that entry (node
+ * entry 1): it must have found the entry free on the device.  h4 opens
+ * meanwhile and takes the entry, then h2 goes on and takes another.  Had
+ * h2 attached by its own old copy of the entry, its beat's write-back of
+ * the entry's line would put its id back over h4's, and h2 would find the
+ * entry's one slot h4's.
+ */
+START_TEST(test_a_node_whose_entry_was_freed_does_not_attach_to_it)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	host_start(&h[1], "h2", NULL);
+	host_close(&h[1]);
+	/* a client timeout and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_attach#2>!", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_start(&h[2], "h4", NULL);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -729,6 +764,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone);
 	tcase_add_test(tc, test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken);
 	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
+	tcase_add_test(tc, test_a_node_whose_entry_was_freed_does_not_attach_to_it);
 	suite_add_tcase(s, tc);
 	return s;
 }
