@@ -164,10 +164,16 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 		uint64_t id = LOAD(n->id);
+		/*
+		 * looked at under an id too: a free stores into the door's
+		 * line, and a store of the value that a copy from before the
+		 * door closed holds (open) would leave nothing to write back
+		 */
+		uint64_t door = LOAD(n->door);
 
 		/* a free entry whose splitter's door closed on no winner */
 		if (id == 0 && p->noncoherent)
-			id = LOAD(n->door);
+			id = door;
 		if (id == 0 || id == p->node || node_in_use(p, i, id)) {
 			p->node_watch[i].since = 0;
 			continue;
@@ -180,11 +186,14 @@ mkv_lease_nodes_reclaim(struct mkv_pool *p)
 		STORE(n->choosing, 0);
 		memset(n->name, 0, sizeof(n->name));
 		mkv_share_persist(p, n, MKV_CACHELINE);
-		/* the door opens last: the entry is free by then */
-		STORE(n->race, 0);
-		mkv_share_persist(p, &n->race, sizeof(n->race));
+		/*
+		 * the door opens last: the entry is free by then (race stays:
+		 * a node reads it only after storing its own id there);
+		 * named: a test stops the holder right after it
+		 * (t/check_leasesites.c)
+		 */
 		STORE(n->door, 0);
-		mkv_share_persist(p, &n->door, sizeof(n->door));
+		mkv_share_persist_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_free));
 		freed++;
 	}
 	if (freed)
@@ -223,7 +232,7 @@ node_touch(struct mkv_pool *p)
 static bool
 node_split(struct mkv_pool *p, struct mkv_node *n)
 {
-	/* the two steps a test stops a node at by name (t/check_hosts.c) */
+	/* the steps a test stops a node at by name (t/check_hosts.c, t/check_leasesites.c) */
 	mkv_share_inval_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_enter));
 	if (PEEK(n->door))
 		return false;
@@ -233,7 +242,7 @@ node_split(struct mkv_pool *p, struct mkv_node *n)
 		return false;
 	STORE(n->door, p->node);
 	mkv_share_persist_at(p, &n->door, sizeof(n->door), MKV_SITE_NAMED(node_split_close));
-	return LOAD(n->race) == p->node;
+	return mkv_share_load_at(p, &n->race, MKV_SITE_NAMED(node_split_race)) == p->node;
 }
 
 static bool
@@ -269,7 +278,8 @@ mkv_lease_node_attach(struct mkv_pool *p)
 	for (uint32_t i = 0; i < p->sb->max_nodes; i++) {
 		struct mkv_node *n = &p->nodes[i];
 
-		mkv_share_inval(p, n, MKV_CACHELINE);
+		/* named: a test stops a node between this look and its beat (t/check_leasesites.c) */
+		mkv_share_inval_at(p, n, MKV_CACHELINE, MKV_SITE_NAMED(node_attach));
 		if (PEEK(n->id) == p->node && strncmp(n->name, p->node_name, sizeof(n->name)) == 0) {
 			p->node_idx = i;
 			return node_touch(p);

@@ -510,17 +510,21 @@ END_TEST
  * is stopped, in its entry's splitter, first before it looks at the door
  * (when h3 goes through, the door is closed when h2 goes on), then once it
  * closed the door in its own cache only (h3 finds it open and closes it
- * too, but entered last, so h2 loses at its last look).  Either way each
- * host has an entry of its own: three nodes, every client named after its
- * host.  Without the splitter both hosts would take the entry (and the
- * same range of slots); without its last look, both would win in the
- * second case.
+ * too, but entered last, so h2 loses at its last look).  Twice more with
+ * h2's caches kept across the stop: right after its first look at the
+ * door, open (its second look must find h3's door closed), and with the
+ * door closed in its cache only (its last look must find h3's race word,
+ * not its own still cached).  Each time each host has an entry of its
+ * own: three nodes, every client named after its host.  Without the
+ * splitter both hosts would take the entry (and the same range of slots);
+ * without its second or last look, both would win.
  */
 START_TEST(test_hosts_taking_one_free_node_entry_at_once_get_one_each)
 {
-	const char *stops[] = { "HOSTEMU_STOP=:node_split_enter", "HOSTEMU_STOP=:node_split_close" };
+	const char *stops[] = { "HOSTEMU_STOP=:node_split_enter", "HOSTEMU_STOP=:node_split_close",
+			"HOSTEMU_STOP=:node_split_enter>!", "HOSTEMU_STOP=:node_split_close!" };
 
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < 4; i++) {
 		struct tu_host h1, h2, h3;
 
 		host_start(&h1, "h1", "noncoherent", "0");

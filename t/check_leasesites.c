@@ -762,6 +762,131 @@ START_TEST(test_a_revoked_client_learns_it_while_the_holder_is_stopped)
 }
 END_TEST
 
+/*
+ * The node table's splitter: h2, opening, finds node entry 1 free and is
+ * stopped as it goes into the entry's splitter, before its look at the
+ * door, with its host's caches kept (the door's line open in them, as it
+ * was when h2 mapped the pool).  h3 then goes through the same splitter:
+ * it closes the door, and is stopped before its last look, at the race
+ * word it wrote.  h2 goes on: it must find the door closed and try the
+ * next entry, writing nothing into entry 1.  Had it looked at its own old
+ * copy of the door, it would write the race word over h3's before it saw
+ * the door closed; h3, going on, would then lose entry 1 too, and find no
+ * free entry of the three left for it.
+ */
+START_TEST(test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone)
+{
+	struct tu_host h[3];
+
+	host_start_with(&h[0], "h1", NULL, "200 " SLOW_CLIENT_TIMEOUT);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_enter!", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	tu_host_quiet(&h[2], "check_leasesites", "h3", "HOSTEMU_STOP=:node_split_race", NULL);
+	tu_host_send(&h[2], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[2]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * The node table's reclamation: h2's host dies; the holder on h1 revokes
+ * its claim, frees its node entry once that looked unused for a client
+ * timeout, and is stopped right after, before anything else of its own
+ * writes the entry's lines back.  h4, a new host for which the table of
+ * three entries had no room, opens meanwhile: it must find the entry free
+ * (its id cleared, its door open) and take it.  Had the cleared id or the
+ * opened door stayed in h1's host's cache, h4 would find the table full.
+ */
+START_TEST(test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken)
+{
+	struct tu_host h[4];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	host_start(&h[1], "h2", NULL);
+	host_start(&h[2], "h3", NULL);
+	tu_host_kill(&h[1]);
+	/* two client timeouts and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	host_start(&h[3], "h4", NULL);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[3]);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * An entry whose door closed on no winner: h2, opening, closes the door of
+ * node entry 1 and is killed before its last look, its id never written.
+ * The holder on h1 must free the entry once the node named by its door had
+ * no client for a client timeout; it is stopped right after, and h3 then
+ * takes the entry.  Had the holder looked at its own old copy of the door
+ * (open, as it mapped it before h2 came), it would take the entry for a
+ * free one and never free it.
+ */
+START_TEST(test_an_entry_whose_door_closed_on_no_winner_is_freed)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_race", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	tu_host_kill(&h[1]);
+	/* a client timeout and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	host_start(&h[2], "h3", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 2);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * A node whose entry was freed: h2's only process closes, and the holder
+ * on h1 frees h2's entry once that looked unused for a client timeout
+ * (it is stopped right after, and let go: a step).  A new process of host
+ * h2 opens, whose host's caches still hold the entry with h2's id; it is
+ * stopped, its caches kept, right after its look at that entry (node
+ * entry 1): it must have found the entry free on the device.  h4 opens
+ * meanwhile and takes the entry, then h2 goes on and takes another.  Had
+ * h2 attached by its own old copy of the entry, its beat's write-back of
+ * the entry's line would put its id back over h4's, and h2 would find the
+ * entry's one slot h4's.
+ */
+START_TEST(test_a_node_whose_entry_was_freed_does_not_attach_to_it)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
+	host_start(&h[1], "h2", NULL);
+	host_close(&h[1]);
+	/* a client timeout and a few of the holder's rounds */
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_attach#2>!", NULL);
+	tu_host_send(&h[1], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_start(&h[2], "h4", NULL);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -788,6 +913,10 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
 	tcase_add_test(tc, test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window);
 	tcase_add_test(tc, test_a_judge_of_another_host_sees_a_client_beat_again);
+	tcase_add_test(tc, test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone);
+	tcase_add_test(tc, test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken);
+	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
+	tcase_add_test(tc, test_a_node_whose_entry_was_freed_does_not_attach_to_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

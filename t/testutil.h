@@ -339,7 +339,8 @@ void tu_host_start(struct tu_host *h, const char *prog, const char *name, const 
 /**
  * A host of node @p name with a boot id of its own, on tu_emu and tu_path,
  * a non-coherent pool and quiet caches, @p extra (or NULL) added to its
- * environment, and the pool opened there by "open @p arg".
+ * environment, and the pool opened there by "open @p arg" (@p arg NULL:
+ * not opened, for a test that sends "open" and stops the host inside it).
  */
 void tu_host_quiet(struct tu_host *h, const char *prog, const char *name, const char *extra,
 		const char *arg);
