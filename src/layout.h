@@ -147,7 +147,8 @@ struct mkv_node {
 	/*
 	 * third and fourth lines: the splitter through which a free entry is
 	 * taken between hosts (lease.c node_split()), written by any node
-	 * taking it and cleared by the holder that frees it
+	 * taking it; the holder that frees the entry opens the door and
+	 * leaves race as it is (a node reads race only after storing its id)
 	 */
 	uint64_t race;         /* the last node id to enter */
 	uint64_t reserved1[7];

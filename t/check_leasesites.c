@@ -36,7 +36,7 @@
  * a client timeout that a bound on a takeover tells apart from two, with
  * room for many lease periods (ms)
  */
-#define WATCH_CLIENT_TIMEOUT "5000"
+#define WATCH_CLIENT_TIMEOUT_MS 5000
 /* a lease period that a test's bound on a quick takeover tells apart (ms) */
 #define LONG_LEASE "10000"
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
@@ -111,7 +111,8 @@ host_cmd(char *line, char *out, size_t size)
 		if ((rc = mkv_pool_clients(hpool, cl, MAX_CLIENTS, &ncl)) == 0)
 			for (size_t i = 0; i < ncl; i++)
 				if (cl[i].pid == (uint32_t)atoll(arg))
-					done = cmd[6] == 'b' ? cl[i].heartbeat_age_ms : cl[i].alive;
+					done = strcmp(cmd, "clientbeat") == 0 ?
+						cl[i].heartbeat_age_ms : cl[i].alive;
 	} else if (strcmp(cmd, "reclaim") == 0) {
 		if ((rc = mkv_pool_reclaim(hpool, MKV_DRY_RUN, &rep)) == 0)
 			done = rep.clients;
@@ -532,12 +533,13 @@ END_TEST
  */
 START_TEST(test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window)
 {
-	const double timeout = atoi(WATCH_CLIENT_TIMEOUT) / 1000.0;
+	const double timeout = WATCH_CLIENT_TIMEOUT_MS / 1000.0;
 	struct tu_host h[3];
 	double t0, took;
+	char arg[32];
 
-	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:answers_counted>src/pages.c:",
-			"200 " WATCH_CLIENT_TIMEOUT);
+	snprintf(arg, sizeof(arg), "200 %d", WATCH_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:answers_counted>src/pages.c:", arg);
 	/* h3 caches the slots before h2 claims one */
 	host_start(&h[2], "h3", NULL);
 	host_start(&h[1], "h2", "HOSTEMU_STOP=src/get.c:");

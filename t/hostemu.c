@@ -50,7 +50,10 @@
  * load any mapped line speculatively, so nobody may count on a cold miss).
  * flush writes back each line of the range with a dirty word, all 8 words:
  * two hosts storing to different words of a line undo each other's stores,
- * as on hardware.  inval writes back the same way, then loads the device's
+ * as on hardware.  Unlike hardware, where any store dirties its whole line,
+ * a store of the value the cache already holds leaves no dirty word here,
+ * so nothing to write back: the library does not count on such a store
+ * reaching the device (it looks at the line first, lease.c).  inval writes back the same way, then loads the device's
  * value into each clean word with a compare-and-swap, so that a store by
  * another thread of H meanwhile stays, dirty.  A line's write-back and
  * refresh hold its stripe, a spinlock in HOSTEMU_DIR/stripes chosen by
