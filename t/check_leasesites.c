@@ -71,6 +71,7 @@ static struct mkv_pool *hpool;
  *                   mkv_pool_clients() says
  *   clientalive PID whether this host judges client PID alive, likewise
  *   reclaim         the clients a dry run of mkv_pool_reclaim() counts dead
+ *   verify          the pages mkv_pool_verify() counts leaked
  *   close           close the pool
  */
 static void
@@ -84,6 +85,7 @@ host_cmd(char *line, char *out, size_t size)
 	long long from = 0, n = 0, done = 0;
 	struct mkv_client cl[MAX_CLIENTS];
 	struct mkv_reclaim rep;
+	struct mkv_verify ver;
 	struct mkv_stat st;
 	size_t ncl = 0;
 	int rc = 0;
@@ -116,6 +118,9 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "reclaim") == 0) {
 		if ((rc = mkv_pool_reclaim(hpool, MKV_DRY_RUN, &rep)) == 0)
 			done = rep.clients;
+	} else if (strcmp(cmd, "verify") == 0) {
+		if ((rc = mkv_pool_verify(hpool, 0, &ver)) == 0)
+			done = (long long)ver.pages_leaked;
 	} else if (strcmp(cmd, "close") == 0) {
 		mkv_pool_close(&hpool);
 	} else {
@@ -738,6 +743,55 @@ START_TEST(test_a_judge_of_another_host_sees_a_client_beat_again)
 END_TEST
 
 /*
+ * The reclaim's watch on the other hosts' clients: h3 maps the pool while
+ * h2's slot is free, and looks at it no more; h2 then claims the slot,
+ * beats and is killed.  A dry run of mkv_pool_reclaim() on h3 (no holder:
+ * every handle read-only, as above) must watch h2's heartbeat stand still
+ * for a client timeout and count it dead.  Had the watch looked at h3's
+ * own old copy of the slot, it would find the slot free (its owner word)
+ * or h2 beaten since (its beat, 0 then), and end at once: a client dead
+ * before the call began, left out of its report.
+ */
+START_TEST(test_a_judge_counts_a_client_that_claimed_and_died_since_it_looked)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "open ro"), 0);
+	host_start_with(&h[2], "h3", NULL, "ro");
+	host_start_with(&h[1], "h2", NULL, "ro");
+	tu_host_kill(&h[1]);
+	ck_assert_int_eq(tu_host_do(&h[2], "reclaim"), 1);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * mkv_pool_verify()'s look at the slot of a granted page: h3 maps the pool
+ * while h2's slot is free, and looks at it no more; h2 then claims the
+ * slot and writes, and keeps the rest of the pages the holder on h1
+ * granted it in a batch.  A verify on h3 counts none of them leaked: their
+ * client lives.  Had it looked at its own old copy of the slot, free, it
+ * would count every page granted to h2 as nobody's.
+ */
+START_TEST(test_a_verify_counts_no_page_of_a_client_that_claimed_since_it_looked_leaked)
+{
+	struct tu_host h[3];
+
+	host_start(&h[0], "h1", NULL);
+	host_start(&h[2], "h3", NULL);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[1], "put a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "verify"), 0);
+	host_close(&h[1]);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
  * Revocation: h2, a client of another host, is stopped longer than the
  * client timeout; the holder on h1 judges it dead, revokes its claim, and
  * is stopped right after, before anything else of its own touches the
@@ -915,6 +969,8 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_superseded_holder_leaves_the_lease_as_it_releases);
 	tcase_add_test(tc, test_a_new_holder_watches_a_dead_reader_while_it_waits_for_a_window);
 	tcase_add_test(tc, test_a_judge_of_another_host_sees_a_client_beat_again);
+	tcase_add_test(tc, test_a_judge_counts_a_client_that_claimed_and_died_since_it_looked);
+	tcase_add_test(tc, test_a_verify_counts_no_page_of_a_client_that_claimed_since_it_looked_leaked);
 	tcase_add_test(tc, test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone);
 	tcase_add_test(tc, test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken);
 	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
