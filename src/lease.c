@@ -98,8 +98,10 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 		return true;
 	if (p->noncoherent) {
 		mkv_client_range(p, i, &lo, &hi);
+		/* named: a test stops the holder here (t/check_leasesites.c) */
 		for (uint32_t s = lo; s < hi; s++)
-			if (!mkv_client_reap(p, s, LOAD(p->slots[s].owner)))
+			if (!mkv_client_reap(p, s, mkv_share_load_at(p, &p->slots[s].owner,
+					MKV_SITE_NAMED(node_in_use))))
 				return true;
 		return false;
 	}

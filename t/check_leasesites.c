@@ -937,6 +937,51 @@ START_TEST(test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped)
 }
 END_TEST
 
+/*
+ * The same, as a node claims a slot of its entry: a new process of h2
+ * attaches and is stopped right after, before it claims a slot; the
+ * holder on h1 then starts its watch on the unused entry and, half a
+ * client timeout later, is stopped in its next pass with its host's
+ * caches kept, right before its look at the slot's owner word (cached,
+ * free, by its reaping's look at it just before, recover.c).  h2 goes on
+ * and claims the slot; h1 goes on, the watch a client timeout old: it
+ * must see the slot claimed and leave the entry alone, so that h4 takes
+ * the third entry.  Each process pauses for less than a client timeout,
+ * as a client on another host may.  Had h1 looked at its own old copy of
+ * the owner word, it would free the entry under h2, and h4 would take it
+ * and find its one slot h2's.
+ */
+START_TEST(test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped)
+{
+	struct tu_host h[3];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[1], "h2", NULL, arg);
+	host_close(&h[1]);
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_in_use>:node_in_use!");
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_beat>", NULL);
+	tu_host_send(&h[1], "open ro");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 0);
+	/* half the watch's client timeout, and the rest below: each pause is shorter */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS / 2);
+	tu_host_send(&h[0], "reap");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	/* the rest of the watch's client timeout */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS / 2 + 100);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	host_start(&h[2], "h4", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -968,6 +1013,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
 	tcase_add_test(tc, test_a_node_whose_entry_was_freed_does_not_attach_to_it);
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped);
+	tcase_add_test(tc, test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }
