@@ -98,8 +98,10 @@ node_in_use(struct mkv_pool *p, uint32_t i, uint64_t id)
 		return true;
 	if (p->noncoherent) {
 		mkv_client_range(p, i, &lo, &hi);
+		/* named: a test stops the holder here (t/check_leasesites.c) */
 		for (uint32_t s = lo; s < hi; s++)
-			if (!mkv_client_reap(p, s, LOAD(p->slots[s].owner)))
+			if (!mkv_client_reap(p, s, mkv_share_load_at(p, &p->slots[s].owner,
+					MKV_SITE_NAMED(node_in_use))))
 				return true;
 		return false;
 	}
@@ -133,7 +135,8 @@ node_idle(struct mkv_pool *p, uint32_t i, uint64_t id)
 
 	if (!p->noncoherent)
 		return true;
-	beat = LOAD(p->nodes[i].beat);
+	/* named: a test stops the holder here (t/check_leasesites.c) */
+	beat = mkv_share_load_at(p, &p->nodes[i].beat, MKV_SITE_NAMED(node_idle));
 	if (w->owner != id || w->beat != beat || w->since == 0) {
 		w->owner = id;
 		w->beat = beat;
@@ -356,7 +359,8 @@ beat_node(struct mkv_pool *p)
 	struct mkv_node *me = &p->nodes[p->node_idx];
 
 	STORE(me->beat, PEEK(me->beat) + 1);
-	mkv_share_persist(p, &me->beat, sizeof(me->beat));
+	/* named: a test stops a node right after it (t/check_leasesites.c) */
+	mkv_share_persist_at(p, &me->beat, sizeof(me->beat), MKV_SITE_NAMED(node_beat));
 }
 
 static void bakery_exit(struct mkv_pool *p);

@@ -42,6 +42,8 @@
 /* and one whose quarter, the holder's round, a bound on an answer tells apart */
 #define LONGER_LEASE "40000"
 #define SLOW_CLIENT_TIMEOUT "120000"
+/* a client timeout a test waits out, for the holder's watch on an entry (ms) */
+#define IDLE_CLIENT_TIMEOUT_MS 1000
 /*
  * a lease period in which a contender waits for a node stopped inside the
  * bakery to be judged dead, with clients never judged dead meanwhile
@@ -71,6 +73,7 @@ static struct mkv_pool *hpool;
  *                   mkv_pool_clients() says
  *   clientalive PID whether this host judges client PID alive, likewise
  *   reclaim         the clients a dry run of mkv_pool_reclaim() counts dead
+ *   reap            likewise, of mkv_pool_reclaim() itself: the holder's pass
  *   verify          the pages mkv_pool_verify() counts leaked
  *   close           close the pool
  */
@@ -115,8 +118,10 @@ host_cmd(char *line, char *out, size_t size)
 				if (cl[i].pid == (uint32_t)atoll(arg))
 					done = strcmp(cmd, "clientbeat") == 0 ?
 						cl[i].heartbeat_age_ms : cl[i].alive;
-	} else if (strcmp(cmd, "reclaim") == 0) {
-		if ((rc = mkv_pool_reclaim(hpool, MKV_DRY_RUN, &rep)) == 0)
+	} else if (strcmp(cmd, "reclaim") == 0 || strcmp(cmd, "reap") == 0) {
+		unsigned flags = strcmp(cmd, "reclaim") == 0 ? MKV_DRY_RUN : 0;
+
+		if ((rc = mkv_pool_reclaim(hpool, flags, &rep)) == 0)
 			done = rep.clients;
 	} else if (strcmp(cmd, "verify") == 0) {
 		if ((rc = mkv_pool_verify(hpool, 0, &ver)) == 0)
@@ -943,6 +948,96 @@ START_TEST(test_a_node_whose_entry_was_freed_does_not_attach_to_it)
 }
 END_TEST
 
+/*
+ * The node table's reclamation, as a node takes its idle entry up again:
+ * h2 opens the pool first, holds the lease and closes, its entry written
+ * back as it releases; the holder on h1, whose reclamation runs only when
+ * asked (a lease period of 20 s), starts its watch on h2's unused entry,
+ * and, a client timeout later, is stopped in its next pass with its host's
+ * caches kept, right before its look at the entry's beat (the entry's line
+ * cached by its look at the id just before).  A new process of h2 attaches
+ * meanwhile, moving the beat, and is stopped right after, before it claims
+ * a slot.  h1 goes on: it must see the beat moved and leave the entry
+ * alone, so that h4, opening while h2 is still stopped, takes the third
+ * entry, and h2 then claims its slot.  Had h1 looked at its own old copy
+ * of the beat, or had h2's beat stayed in h2's host's cache, h1 would free
+ * the entry under h2, and h4 would take it and its one slot, which h2 then
+ * finds taken.
+ */
+START_TEST(test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped)
+{
+	struct tu_host h[3];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[1], "h2", NULL, arg);
+	host_close(&h[1]);
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_idle>:node_idle!");
+	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 0);
+	/* the watch's client timeout, by the clock the hosts share */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS + 100);
+	tu_host_send(&h[0], "reap");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_beat>", NULL);
+	tu_host_send(&h[1], "open ro");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	host_start(&h[2], "h4", NULL);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
+/*
+ * The same, as a node claims a slot of its entry: a new process of h2
+ * attaches and is stopped right after, before it claims a slot; the
+ * holder on h1 then starts its watch on the unused entry and, half a
+ * client timeout later, is stopped in its next pass with its host's
+ * caches kept, right before its look at the slot's owner word (cached,
+ * free, by its reaping's look at it just before, recover.c).  h2 goes on
+ * and claims the slot; h1 goes on, the watch a client timeout old: it
+ * must see the slot claimed and leave the entry alone, so that h4 takes
+ * the third entry.  Each process pauses for less than a client timeout,
+ * as a client on another host may.  Had h1 looked at its own old copy of
+ * the owner word, it would free the entry under h2, and h4 would take it
+ * and find its one slot h2's.
+ */
+START_TEST(test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped)
+{
+	struct tu_host h[3];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[1], "h2", NULL, arg);
+	host_close(&h[1]);
+	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_in_use>:node_in_use!");
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_beat>", NULL);
+	tu_host_send(&h[1], "open ro");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 0);
+	/* half the watch's client timeout, and the rest below: each pause is shorter */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS / 2);
+	tu_host_send(&h[0], "reap");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	/* the rest of the watch's client timeout */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS / 2 + 100);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	host_start(&h[2], "h4", NULL);
+	ck_assert_int_eq(tu_host_do(&h[0], "clients"), 3);
+	host_close(&h[2]);
+	host_close(&h[1]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -975,6 +1070,8 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_dead_hosts_node_entry_freed_by_a_stopped_holder_is_taken);
 	tcase_add_test(tc, test_an_entry_whose_door_closed_on_no_winner_is_freed);
 	tcase_add_test(tc, test_a_node_whose_entry_was_freed_does_not_attach_to_it);
+	tcase_add_test(tc, test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped);
+	tcase_add_test(tc, test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped);
 	suite_add_tcase(s, tc);
 	return s;
 }
