@@ -367,7 +367,8 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	mkv_share_persist(p, e, offsetof(struct mkv_rq, key));
 	/* then the count the holder looks at before it reads a slot's entries */
 	__atomic_add_fetch(&p->slots[p->slot].posted, 1, __ATOMIC_SEQ_CST);
-	mkv_share_wb(p, &p->slots[p->slot].posted, sizeof(uint64_t));
+	/* named: a test stops a client right after it (t/check_leasesites.c) */
+	mkv_share_wb_at(p, &p->slots[p->slot].posted, sizeof(uint64_t), MKV_SITE_NAMED(posted));
 	mkv_rq_ring(p);
 	return 0;
 }
