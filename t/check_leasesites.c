@@ -1038,6 +1038,58 @@ START_TEST(test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopp
 }
 END_TEST
 
+/*
+ * A claim's look at its slot's counters: h2 claims the slot of node entry
+ * 1 and writes; h3 maps the pool (its process is stopped as it looks for
+ * its node's entry, and killed); h2 writes once more, a single request
+ * (from the pages granted with the first), which the holder on h1
+ * answers, and then finds the slot's count of requests posted at the same
+ * value with nothing pending.  h2 is killed; h1, asked to reclaim,
+ * revokes its claim, frees its entry a client timeout later, and is
+ * stopped right after.  A new process of h3 takes the entry, claims the
+ * slot and writes, and is stopped right after it counted its first
+ * request posted; h1, then h3, go on: the write must be answered at once.
+ * Had the claim stored into h3's host's old copy of the slot's line, from
+ * before h2's last request, its write-back would put the count one back,
+ * and h3's request would bring it to the count h1 last found with nothing
+ * pending: h1 would pass the slot over until its count moved again, and
+ * the write would wait out its time limit (thirty lease periods).
+ */
+START_TEST(test_a_client_that_claims_a_dead_hosts_slot_is_answered)
+{
+	struct tu_host h[3];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:node_free>", arg);
+	host_start(&h[1], "h2", NULL);
+	ck_assert_int_eq(tu_host_do(&h[1], "put a 0 1"), 1);
+	tu_host_quiet(&h[2], "check_leasesites", "h3", "HOSTEMU_STOP=:node_attach", NULL);
+	tu_host_send(&h[2], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	tu_host_kill(&h[2]);
+	ck_assert_int_eq(tu_host_do(&h[1], "put a 1 1"), 1);
+	tu_host_kill(&h[1]);
+	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 1);
+	/* the watch on the entry h2 left unused: a client timeout, by the clock the hosts share */
+	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS + 100);
+	tu_host_send(&h[0], "reap");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
+	host_start_with(&h[2], "h3", "HOSTEMU_STOP=:posted>", "");
+	tu_host_send(&h[2], "put b 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	/* h1 polls the doorbells between rounds a quarter client timeout apart */
+	ck_assert_msg(tu_host_ready(&h[2], 5), "h3's first write since its claim waits past 5 s");
+	ck_assert_int_eq(tu_host_recv(&h[2]), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check b 0 1"), 1);
+	host_close(&h[2]);
+	host_close(&h[0]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -1072,6 +1124,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_node_whose_entry_was_freed_does_not_attach_to_it);
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped);
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped);
+	tcase_add_test(tc, test_a_client_that_claims_a_dead_hosts_slot_is_answered);
 	suite_add_tcase(s, tc);
 	return s;
 }
