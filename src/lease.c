@@ -390,11 +390,12 @@ bakery_enter(struct mkv_pool *p)
 	mine = max + 1;
 	/*
 	 * number and choosing share a line, which is written back whole: the
-	 * one write-back shows the number no later than the choice's end
+	 * one write-back shows the number no later than the choice's end;
+	 * named: a test stops a contender right before it (t/check_leasesites.c)
 	 */
 	STORE(me->number, mine);
 	STORE(me->choosing, 0);
-	mkv_share_persist(p, &me->choosing, sizeof(me->choosing));
+	mkv_share_persist_at(p, &me->choosing, sizeof(me->choosing), MKV_SITE_NAMED(bakery_chosen));
 
 	for (uint32_t j = 0; j < p->sb->max_nodes; j++) {
 		struct mkv_node *n = &p->nodes[j];

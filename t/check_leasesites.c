@@ -1090,6 +1090,58 @@ START_TEST(test_a_client_that_claims_a_dead_hosts_slot_is_answered)
 }
 END_TEST
 
+/*
+ * The bakery's waiting, at a node that takes an entry below the
+ * contender's while it chooses: a read-only process of h2 (one that never
+ * contends), opening, is stopped in the splitter of node entry 1, its door
+ * closed, its id not yet written; h3 opens (entry 2: that door is closed
+ * to it) and, once h1 gave the lease up, contends for it, and is stopped,
+ * its host's caches kept, right before its number and the end of its
+ * choice are written back: its look at every number found entry 1 free.
+ * h2 goes on, takes the entry and closes (the entry's one slot free
+ * again); a new process of h2 opens and contends, waits a lease period
+ * for h3, choosing on the device, draws h3's number (0 on the device),
+ * wins the tie by its lower index and is stopped inside the critical
+ * section.  h3 resumes: it must find entry 1 taken and wait for h2, and
+ * has not written half a lease period later, when h2 is let go, leaves
+ * and holds the lease; h3's write is then forwarded to it.  Had h3 looked
+ * at its own old copy of entry 1, free, it would pass h2 over and go in at
+ * once beside it, and take the lease, h2's record not yet written back.
+ */
+START_TEST(test_a_contender_waits_for_a_node_that_took_an_entry_below_it_as_it_chose)
+{
+	struct tu_host h[4];
+
+	host_start_with(&h[0], "h1", NULL, BAKERY_LEASE);
+	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_race", NULL);
+	tu_host_send(&h[1], "open ro");
+	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_start(&h[2], "h3", "HOSTEMU_STOP=:bakery_chosen!");
+	host_close(&h[0]);
+	tu_host_send(&h[2], "put a 0 1");
+	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	host_close(&h[1]);
+	tu_host_quiet(&h[3], "check_leasesites", "h2", "HOSTEMU_STOP=:lease_take", NULL);
+	tu_host_send(&h[3], "open");
+	ck_assert_int_eq(tu_wait_stopped(h[3].pid, 60), 0);
+	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
+	/* h3 would judge h2 dead a period after its first look at it, which comes after this */
+	ck_assert_msg(!tu_host_ready(&h[2], BAKERY_LEASE_MS / 2000.0),
+			"h3 wrote while h2 was stopped inside the bakery");
+	ck_assert_int_eq(kill(h[3].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[2]), 1);
+	ck_assert_int_eq(tu_host_recv(&h[3]), 0);
+	ck_assert_int_eq(tu_host_do(&h[2], "holder"), h[3].pid);
+	ck_assert_int_eq(tu_host_do(&h[3], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[2], "check b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[3], "check a 0 1"), 1);
+	host_close(&h[2]);
+	host_close(&h[3]);
+}
+END_TEST
+
 static Suite *
 leasesites_suite(void)
 {
@@ -1125,6 +1177,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped);
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped);
 	tcase_add_test(tc, test_a_client_that_claims_a_dead_hosts_slot_is_answered);
+	tcase_add_test(tc, test_a_contender_waits_for_a_node_that_took_an_entry_below_it_as_it_chose);
 	suite_add_tcase(s, tc);
 	return s;
 }
