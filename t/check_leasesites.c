@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1039,35 +1040,45 @@ START_TEST(test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopp
 END_TEST
 
 /*
- * A claim's look at its slot's counters: h2 claims the slot of node entry
- * 1 and writes; h3 maps the pool (its process is stopped as it looks for
- * its node's entry, and killed); h2 writes once more, a single request
- * (from the pages granted with the first), which the holder on h1
- * answers, and then finds the slot's count of requests posted at the same
- * value with nothing pending.  h2 is killed; h1, asked to reclaim,
- * revokes its claim, frees its entry a client timeout later, and is
- * stopped right after.  A new process of h3 takes the entry, claims the
- * slot and writes, and is stopped right after it counted its first
- * request posted; h1, then h3, go on: the write must be answered at once.
- * Had the claim stored into h3's host's old copy of the slot's line, from
- * before h2's last request, its write-back would put the count one back,
- * and h3's request would bring it to the count h1 last found with nothing
- * pending: h1 would pass the slot over until its count moved again, and
- * the write would wait out its time limit (thirty lease periods).
+ * A host that maps the pool and leaves it before it takes a node entry: its
+ * process is stopped as it looks for its node's entry, and killed.
  */
-START_TEST(test_a_client_that_claims_a_dead_hosts_slot_is_answered)
+static void
+host_map_only(struct tu_host *h, const char *name)
+{
+	tu_host_quiet(h, "check_leasesites", name, "HOSTEMU_STOP=:node_attach", NULL);
+	tu_host_send(h, "open");
+	ck_assert_int_eq(tu_wait_stopped(h->pid, 60), 0);
+	tu_host_kill(h);
+}
+
+/*
+ * A claim of a dead host's slot by a host that mapped the pool before:
+ * h2 claims the slot of node entry 1 and writes; h3 maps the pool, before
+ * h2's claim if @p mapped_first says so, else after h2's first write; h2
+ * writes once more, a single request (from the pages granted with the
+ * first), which the holder on h1 answers, and then finds the slot's count
+ * of requests posted at the same value with nothing pending.  h2 is
+ * killed; h1, asked to reclaim, revokes its claim, frees its entry a client
+ * timeout later, and is stopped right after.  A new process of h3 takes
+ * the entry, claims the slot and writes, and is stopped right after it
+ * counted its first request posted; h1, then h3, go on: the write must be
+ * answered at once.
+ */
+static void
+claim_dead_hosts_slot(bool mapped_first)
 {
 	struct tu_host h[3];
 	char arg[32];
 
 	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
 	host_start_with(&h[0], "h1", "HOSTEMU_STOP=:node_free>", arg);
+	if (mapped_first)
+		host_map_only(&h[2], "h3");
 	host_start(&h[1], "h2", NULL);
 	ck_assert_int_eq(tu_host_do(&h[1], "put a 0 1"), 1);
-	tu_host_quiet(&h[2], "check_leasesites", "h3", "HOSTEMU_STOP=:node_attach", NULL);
-	tu_host_send(&h[2], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
-	tu_host_kill(&h[2]);
+	if (!mapped_first)
+		host_map_only(&h[2], "h3");
 	ck_assert_int_eq(tu_host_do(&h[1], "put a 1 1"), 1);
 	tu_host_kill(&h[1]);
 	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 1);
@@ -1087,6 +1098,32 @@ START_TEST(test_a_client_that_claims_a_dead_hosts_slot_is_answered)
 	ck_assert_int_eq(tu_host_do(&h[0], "check b 0 1"), 1);
 	host_close(&h[2]);
 	host_close(&h[0]);
+}
+
+/*
+ * The claim's look at its slot's counters, h3 having mapped the pool
+ * between h2's two writes.  Had the claim stored into h3's host's old copy
+ * of the slot's line, from before h2's last request, its write-back would
+ * put the count one back, and h3's request would bring it to the count h1
+ * last found with nothing pending: h1 would pass the slot over until its
+ * count moved again, and the write would wait out its time limit (thirty
+ * lease periods).
+ */
+START_TEST(test_a_client_that_claims_a_dead_hosts_slot_is_answered)
+{
+	claim_dead_hosts_slot(false);
+}
+END_TEST
+
+/*
+ * The attach's look at an owner word, h3 having mapped the pool before
+ * h2's claim.  Had the attach looked at h3's host's old copy of the slot's
+ * owner word, free, its claim would expect the slot free and fail against
+ * h2's revoked claim, and the open would find all of its node's slots taken.
+ */
+START_TEST(test_a_host_that_mapped_the_pool_before_takes_a_dead_hosts_slot)
+{
+	claim_dead_hosts_slot(true);
 }
 END_TEST
 
@@ -1177,6 +1214,7 @@ leasesites_suite(void)
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped);
 	tcase_add_test(tc, test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped);
 	tcase_add_test(tc, test_a_client_that_claims_a_dead_hosts_slot_is_answered);
+	tcase_add_test(tc, test_a_host_that_mapped_the_pool_before_takes_a_dead_hosts_slot);
 	tcase_add_test(tc, test_a_contender_waits_for_a_node_that_took_an_entry_below_it_as_it_chose);
 	suite_add_tcase(s, tc);
 	return s;
