@@ -155,6 +155,15 @@ host_start(struct tu_host *h, const char *name, const char *extra)
 	host_start_with(h, name, extra, "");
 }
 
+/* Open the pool on host @p name, which the emulator stops where @p stop says. */
+static void
+host_open_stopped(struct tu_host *h, const char *name, const char *stop, const char *open)
+{
+	tu_host_quiet(h, "check_leasesites", name, stop, NULL);
+	tu_host_send(h, "%s", open);
+	ck_assert_int_eq(tu_wait_stopped(h->pid, 60), 0);
+}
+
 static void
 host_close(struct tu_host *h)
 {
@@ -841,12 +850,8 @@ START_TEST(test_a_node_that_finds_an_entrys_door_closed_leaves_its_race_alone)
 	struct tu_host h[3];
 
 	host_start_with(&h[0], "h1", NULL, "200 " SLOW_CLIENT_TIMEOUT);
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_enter!", NULL);
-	tu_host_send(&h[1], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
-	tu_host_quiet(&h[2], "check_leasesites", "h3", "HOSTEMU_STOP=:node_split_race", NULL);
-	tu_host_send(&h[2], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[2].pid, 60), 0);
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_split_enter!", "open");
+	host_open_stopped(&h[2], "h3", "HOSTEMU_STOP=:node_split_race", "open");
 	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
 	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
@@ -900,9 +905,7 @@ START_TEST(test_an_entry_whose_door_closed_on_no_winner_is_freed)
 	struct tu_host h[3];
 
 	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_free>");
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_race", NULL);
-	tu_host_send(&h[1], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_split_race", "open");
 	tu_host_kill(&h[1]);
 	/* a client timeout and a few of the holder's rounds */
 	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
@@ -936,9 +939,7 @@ START_TEST(test_a_node_whose_entry_was_freed_does_not_attach_to_it)
 	/* a client timeout and a few of the holder's rounds */
 	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 20), 0);
 	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_attach#2>!", NULL);
-	tu_host_send(&h[1], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_attach#2>!", "open");
 	host_start(&h[2], "h4", NULL);
 	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
@@ -948,6 +949,23 @@ START_TEST(test_a_node_whose_entry_was_freed_does_not_attach_to_it)
 	host_close(&h[0]);
 }
 END_TEST
+
+/*
+ * The start of the tests of an idle entry: h2 opens the pool first, with
+ * a lease period long enough that the holder's reclamation runs only when
+ * a test asks ("reap"), holds the lease and closes; h1 opens, stopped
+ * where @p stop says.
+ */
+static void
+idle_entry_start(struct tu_host h[3], const char *stop)
+{
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
+	host_start_with(&h[1], "h2", NULL, arg);
+	host_close(&h[1]);
+	host_start(&h[0], "h1", stop);
+}
 
 /*
  * The node table's reclamation, as a node takes its idle entry up again:
@@ -968,20 +986,14 @@ END_TEST
 START_TEST(test_a_holder_leaves_an_entry_taken_up_again_while_it_is_stopped)
 {
 	struct tu_host h[3];
-	char arg[32];
 
-	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
-	host_start_with(&h[1], "h2", NULL, arg);
-	host_close(&h[1]);
-	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_idle>:node_idle!");
+	idle_entry_start(h, "HOSTEMU_STOP=:node_idle>:node_idle!");
 	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 0);
 	/* the watch's client timeout, by the clock the hosts share */
 	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS + 100);
 	tu_host_send(&h[0], "reap");
 	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 60), 0);
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_beat>", NULL);
-	tu_host_send(&h[1], "open ro");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_beat>", "open ro");
 	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&h[0]), 0);
 	host_start(&h[2], "h4", NULL);
@@ -1011,15 +1023,9 @@ END_TEST
 START_TEST(test_a_holder_leaves_an_entry_whose_slot_is_claimed_while_it_is_stopped)
 {
 	struct tu_host h[3];
-	char arg[32];
 
-	snprintf(arg, sizeof(arg), "%s %d", RENEW_LEASE, IDLE_CLIENT_TIMEOUT_MS);
-	host_start_with(&h[1], "h2", NULL, arg);
-	host_close(&h[1]);
-	host_start(&h[0], "h1", "HOSTEMU_STOP=:node_in_use>:node_in_use!");
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_beat>", NULL);
-	tu_host_send(&h[1], "open ro");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	idle_entry_start(h, "HOSTEMU_STOP=:node_in_use>:node_in_use!");
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_beat>", "open ro");
 	ck_assert_int_eq(tu_host_do(&h[0], "reap"), 0);
 	/* half the watch's client timeout, and the rest below: each pause is shorter */
 	tu_sleep_ms(IDLE_CLIENT_TIMEOUT_MS / 2);
@@ -1046,9 +1052,7 @@ END_TEST
 static void
 host_map_only(struct tu_host *h, const char *name)
 {
-	tu_host_quiet(h, "check_leasesites", name, "HOSTEMU_STOP=:node_attach", NULL);
-	tu_host_send(h, "open");
-	ck_assert_int_eq(tu_wait_stopped(h->pid, 60), 0);
+	host_open_stopped(h, name, "HOSTEMU_STOP=:node_attach", "open");
 	tu_host_kill(h);
 }
 
@@ -1150,9 +1154,7 @@ START_TEST(test_a_contender_waits_for_a_node_that_took_an_entry_below_it_as_it_c
 	struct tu_host h[4];
 
 	host_start_with(&h[0], "h1", NULL, BAKERY_LEASE);
-	tu_host_quiet(&h[1], "check_leasesites", "h2", "HOSTEMU_STOP=:node_split_race", NULL);
-	tu_host_send(&h[1], "open ro");
-	ck_assert_int_eq(tu_wait_stopped(h[1].pid, 60), 0);
+	host_open_stopped(&h[1], "h2", "HOSTEMU_STOP=:node_split_race", "open ro");
 	host_start(&h[2], "h3", "HOSTEMU_STOP=:bakery_chosen!");
 	host_close(&h[0]);
 	tu_host_send(&h[2], "put a 0 1");
@@ -1160,9 +1162,7 @@ START_TEST(test_a_contender_waits_for_a_node_that_took_an_entry_below_it_as_it_c
 	ck_assert_int_eq(kill(h[1].pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
 	host_close(&h[1]);
-	tu_host_quiet(&h[3], "check_leasesites", "h2", "HOSTEMU_STOP=:lease_take", NULL);
-	tu_host_send(&h[3], "open");
-	ck_assert_int_eq(tu_wait_stopped(h[3].pid, 60), 0);
+	host_open_stopped(&h[3], "h2", "HOSTEMU_STOP=:lease_take", "open");
 	ck_assert_int_eq(kill(h[2].pid, SIGCONT), 0);
 	/* h3 would judge h2 dead a period after its first look at it, which comes after this */
 	ck_assert_msg(!tu_host_ready(&h[2], BAKERY_LEASE_MS / 2000.0),
