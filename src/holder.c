@@ -166,29 +166,50 @@ bell_wait(struct mkv_pool *p, uint32_t bell, uint64_t cap)
 }
 
 /*
- * Sleep until there is work, or the next beat is due: on the doorbell
- * while holding, on the handle's own condition else.  Called with h.lock
- * held; bell is the doorbell as it was before the round.
+ * How long the service thread may sleep: until the first of its duties
+ * falls due, counted from when each was last done, not a fixed quarter
+ * from now.  A holder woken by a write a moment before its renewal was
+ * due, that then slept a whole quarter period, would renew only after
+ * half the period and find itself fenced (mkv_lease_valid()).
+ */
+static uint64_t
+service_due(struct mkv_pool *p)
+{
+	struct mkv_holder *h = &p->h;
+	uint64_t now = mkv_clock_now(), quarter = p->lease_period_ns / 4;
+	uint64_t due = h->last_beat_ns + p->client_timeout_ns / 4;
+
+	/* a non-coherent pool's idle registry reader lets go within a quarter period */
+	if (p->noncoherent && h->last_idle_ns + quarter < due)
+		due = h->last_idle_ns + quarter;
+	if (h->holding && h->last_renew_ns + quarter < due)
+		due = h->last_renew_ns + quarter;
+	return due > now ? due - now : 0;
+}
+
+/*
+ * Sleep until there is work or a duty falls due: on the doorbell while
+ * holding, on the handle's own condition else.  Called with h.lock held;
+ * bell is the doorbell as it was before the round.
  */
 static void
 service_sleep(struct mkv_pool *p, uint32_t bell)
 {
 	struct mkv_holder *h = &p->h;
-	uint64_t quarter = p->lease_period_ns / 4, beat = p->client_timeout_ns / 4;
+	uint64_t wait = service_due(p);
 	struct timespec ts;
 
-	/* a non-coherent pool's idle registry reader lets go within a quarter period */
-	if (p->noncoherent && quarter < beat)
-		beat = quarter;
+	if (!wait)
+		return;
 	if (h->holding) {
 		pthread_mutex_unlock(&h->lock);
-		bell_wait(p, bell, quarter < beat ? quarter : beat);
+		bell_wait(p, bell, wait);
 		pthread_mutex_lock(&h->lock);
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(beat / 1000000000ULL);
-	ts.tv_nsec += (long)(beat % 1000000000ULL);
+	ts.tv_sec += (time_t)(wait / 1000000000ULL);
+	ts.tv_nsec += (long)(wait % 1000000000ULL);
 	if (ts.tv_nsec >= 1000000000L) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
