@@ -5,7 +5,8 @@
  * each with its own result; deletes through quarantine; the replay of a
  * request the registry recorded as applied; eviction and watermarks by
  * their percents; bad requests refused without failing their batch-mates;
- * a superseded holder's batch not applied at all.
+ * a superseded holder's batch not applied at all; a holder woken by a
+ * write just before its renewal falls due still renews in time.
  *
  * The test's handle opens the pool first and so holds the lease; it calls
  * mkv_commit() with h.lock held, as the service thread and the write path
@@ -16,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "testutil.h"
 #include "unitutil.h"
@@ -481,6 +483,75 @@ START_TEST(test_a_fenced_holder_applies_nothing)
 }
 END_TEST
 
+/*
+ * A holder woken by a write just before its renewal falls due renews in
+ * time.  Such a round does not renew, and a service thread that then
+ * slept a whole quarter period renewed half a period after its last
+ * renewal at the earliest, and fenced itself (mkv_lease_valid()).  Only a
+ * non-coherent pool's holder sleeps that long: it polls its doorbell in
+ * slices until its sleep ends, where a coherent one wakes at least every
+ * 20 ms.  The timer slack of the holder's service thread, which it takes
+ * from the thread that opened the pool (the test's own is set back to the
+ * default after), makes each of its timed sleeps end up to RENEW_SLACK_NS
+ * late: so the writes come from 1 ms to 9 ms before the renewal is due,
+ * by the holder's own record, and after each one the holder must still
+ * hold and renew.
+ */
+#define RENEW_SLACK_NS (50 * 1000000ULL)
+
+static void
+renewal_setup(void)
+{
+	struct tu_opts o = { .data_size = PAGES * TU_PAGE_SIZE, .page_size = TU_PAGE_SIZE,
+			.max_clients = TU_MAX_CLIENTS, .coherence = MKV_NONCOHERENT };
+	char *path;
+
+	ck_assert_int_eq(prctl(PR_SET_TIMERSLACK, RENEW_SLACK_NS, 0, 0, 0), 0);
+	tu_setup();
+	ck_assert_ptr_nonnull(path = tu_pool_path(tu_dir));
+	ck_assert_int_eq(tu_open(path, MKV_CREATE, &o, &p), 0);
+	free(path);
+	ck_assert(p->h.holding);
+	ck_assert_int_eq(prctl(PR_SET_TIMERSLACK, 0, 0, 0, 0), 0);
+}
+
+/* The holder's last renewal, 0 once it no longer holds. */
+static uint64_t
+last_renewal(void)
+{
+	uint64_t at;
+
+	pthread_mutex_lock(&p->h.lock);
+	at = p->h.holding ? p->h.last_renew_ns : 0;
+	pthread_mutex_unlock(&p->h.lock);
+	return at;
+}
+
+START_TEST(test_a_write_just_before_the_renewal_does_not_fence_the_holder)
+{
+	uint64_t quarter = p->lease_period_ns / 4, renewed, due, now;
+	struct mkv_pool *w = NULL;
+	char key[16];
+
+	ck_assert_int_eq(tu_pool_open(tu_dir, 0, &w), 0);
+	for (unsigned ms = 1; ms < 10; ms++) {
+		renewed = last_renewal();
+		ck_assert_uint_ne(renewed, 0);
+		due = renewed + quarter;
+		now = mkv_clock_now();
+		ck_assert_uint_lt(now + ms * 1000000ULL, due);
+		mkv_clock_sleep(due - ms * 1000000ULL - now);
+		snprintf(key, sizeof(key), "renew%u", ms);
+		ck_assert_int_eq(tu_put(w, key, strlen(key), 4096), 0);
+		while (last_renewal() == renewed && mkv_clock_now() < due + 2 * quarter)
+			mkv_clock_sleep(100000);
+		ck_assert_msg(last_renewal() > renewed,
+				"the holder fenced itself after a write %u ms before its renewal", ms);
+	}
+	mkv_pool_close(&w);
+}
+END_TEST
+
 static Suite *
 commit_suite(void)
 {
@@ -498,6 +569,11 @@ commit_suite(void)
 	tcase_add_test(tc, test_bad_requests_fail_alone);
 	tcase_add_test(tc, test_a_page_table_at_odds_with_the_registry_is_corrupt);
 	tcase_add_test(tc, test_a_fenced_holder_applies_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("renewal");
+	tcase_add_checked_fixture(tc, renewal_setup, commit_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_a_write_just_before_the_renewal_does_not_fence_the_holder);
 	suite_add_tcase(s, tc);
 	return s;
 }
