@@ -7,7 +7,14 @@
  */
 #include "config.h"
 
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t */
 #include <xxhash.h>
+#ifdef HAVE_XXH3_64BITS_DISPATCH
+/* XXH3's calls replaced by those that pick the vector code at run time */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "internal.h"
 
@@ -29,6 +36,29 @@ uint64_t
 mkv_hash_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len) | 1;
+}
+
+/*
+ * memcpy(dst, src, len) and mkv_hash_checksum(dst, len) at once: each chunk
+ * is hashed just after it is written, while it is still in cache, instead
+ * of the whole value being read back from memory after the copy.  The
+ * bytes hashed are those written, not the source, which the caller might
+ * change under us.
+ */
+uint64_t
+mkv_hash_copy(void *dst, const void *src, size_t len)
+{
+	XXH3_state_t st;
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	XXH3_64bits_reset(&st);
+	for (size_t off = 0, n; off < len; off += n) {
+		n = len - off < MKV_HASH_CHUNK ? len - off : MKV_HASH_CHUNK;
+		memcpy(d + off, s + off, n);
+		XXH3_64bits_update(&st, d + off, n);
+	}
+	return XXH3_64bits_digest(&st) | 1;
 }
 
 /* What an entry records of its parent key (a chain's link); never 0, "no parent". */

@@ -40,6 +40,9 @@ void mkv_clock_sleep(uint64_t ns);
 /* hash.c: hashes stored in the pool */
 uint64_t mkv_hash_fnv1a(const void *buf, size_t len);
 uint64_t mkv_hash_checksum(const void *buf, size_t len);
+/* mkv_hash_copy()'s step: a chunk well inside a core's L2 */
+#define MKV_HASH_CHUNK (64U << 10)
+uint64_t mkv_hash_copy(void *dst, const void *src, size_t len);
 uint64_t mkv_hash_key(const void *key, size_t klen);
 uint64_t mkv_hash_super(const struct mkv_super *sb);
 

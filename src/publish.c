@@ -180,10 +180,14 @@ buf_settle(struct mkv_pool *p, struct mkv_buf *buf, const struct used_buf *u,
 		buf_keep(p, u);
 }
 
-/* Checks and persistence shared by the publish calls; *u is busy on success. */
+/*
+ * Checks and persistence shared by the publish calls; *u is busy on success.
+ * sum: the bytes' checksum if the caller made it along with its copy
+ * (mkv_put()), else 0.
+ */
 static int
 publish_prepare(struct mkv_pool *p, const void *key, size_t klen, const struct mkv_buf *buf,
-		struct used_buf *u, struct mkv_req *r, const char *fn)
+		uint64_t sum, struct used_buf *u, struct mkv_req *r, const char *fn)
 {
 	int rc;
 
@@ -193,21 +197,21 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, const struct m
 	*r = (struct mkv_req){ .op = MKV_OP_PUBLISH, .key = key, .klen = klen, .ext = u->ext,
 			.length = buf->len };
 	if (!(p->flags & MKV_NOCHECKSUM))
-		r->checksum = mkv_hash_checksum(buf->data, buf->len);
+		r->checksum = sum ? sum : mkv_hash_checksum(buf->data, buf->len);
 	/* The bytes are durable and visible before the key can be found. */
 	mkv_share_persist(p, buf->data, buf->len);
 	return 0;
 }
 
-MKV_EXPORT int
-mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf)
+static int
+publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf, uint64_t sum)
 {
 	struct used_buf u;
 	struct mkv_req r;
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish")))
+	if ((rc = publish_prepare(pool, key, klen, buf, sum, &u, &r, "mkv_publish")))
 		return rc;
 	rc = mkv_holder_call(pool, &r);
 	r.result = rc;
@@ -216,6 +220,12 @@ mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf 
 	if (rc == 0)
 		mkv_err_clear();
 	return rc;
+}
+
+MKV_EXPORT int
+mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf)
+{
+	return publish(pool, key, klen, buf, 0);
 }
 
 /*
@@ -238,7 +248,7 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	mkv_err_clear();
 	if (!ticket)
 		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
-	if ((rc = publish_prepare(pool, key, klen, buf, &u, &r, "mkv_publish_async")))
+	if ((rc = publish_prepare(pool, key, klen, buf, 0, &u, &r, "mkv_publish_async")))
 		return rc;
 	if ((rc = mkv_holder_write_async(pool, &r, &posted, &idx, &seq))) {
 		buf_keep(pool, &u);
@@ -323,8 +333,8 @@ mkv_publish_chain(struct mkv_pool *pool, const void *parent, size_t plen,
 		link = mkv_hash_key(parent, plen);
 	/* Every key and buffer checked (and its bytes persisted) before anything is sent. */
 	for (; ready < n && !rc; ready++) {
-		rc = publish_prepare(pool, keys[ready].data, keys[ready].len, &bufs[ready], &u[ready],
-				&reqs[ready], "mkv_publish_chain");
+		rc = publish_prepare(pool, keys[ready].data, keys[ready].len, &bufs[ready], 0,
+				&u[ready], &reqs[ready], "mkv_publish_chain");
 		reqs[ready].parent = link;
 		link = mkv_hash_key(keys[ready].data, keys[ready].len);
 	}
@@ -367,6 +377,7 @@ MKV_EXPORT int
 mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, size_t len)
 {
 	struct mkv_buf buf;
+	uint64_t sum = 0;
 	int rc;
 
 	mkv_err_clear();
@@ -376,8 +387,11 @@ mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, si
 		return mkv_err(MKV_E_INVAL, "mkv_put: value is NULL");
 	if ((rc = mkv_alloc(pool, len, &buf)))
 		return rc;
-	memcpy(buf.data, val, len);
-	rc = mkv_publish(pool, key, klen, &buf);
+	if (pool->flags & MKV_NOCHECKSUM)
+		memcpy(buf.data, val, len);
+	else
+		sum = mkv_hash_copy(buf.data, val, len);
+	rc = publish(pool, key, klen, &buf, sum);
 	if (rc && buf.data) {
 		char msg[512];
 
