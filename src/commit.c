@@ -159,8 +159,7 @@ evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b
  * A grant: ext.npages pages for the client's cache, or at least length (what
  * its caller needs now) when no run is that long: free pages lie scattered
  * once eviction has run, and a batch must not evict what a single value
- * does not need.  Short even of that: evict what it needs (at least to the
- * high mark).
+ * does not need.
  */
 static int
 grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_extent *ext)
@@ -177,6 +176,32 @@ grant_pages(struct mkv_pool *p, struct batch *b, uint64_t grant, struct mkv_exte
 	return 0;
 }
 
+/*
+ * The oldest live pin if it holds back quarantined pages, else 0.  A pin
+ * holds back every page deleted after it, so while one does, evicting more
+ * frees nothing.
+ */
+static int
+quarantine_pin(struct mkv_pool *p, struct mkv_txn *txn, uint64_t *pin)
+{
+	uint64_t last, min;
+	int rc = mkv_reg_freed_last(p, txn, &last);
+
+	*pin = 0;
+	if (rc)
+		return rc == MKV_E_NOTFOUND ? 0 : rc;
+	min = mkv_epoch_min(p, offsetof(struct mkv_slot, pin), last, false);
+	if (min <= last && min != UINT64_MAX)
+		*pin = min;
+	return 0;
+}
+
+/*
+ * Short even of length: evict what it needs (at least to the high mark),
+ * unless the quarantine already holds that much (released at the end of
+ * this txn) or a pin holds the quarantine back (r->held: retry_grant()
+ * waits for it).  The grant is refused either way; the caller retries it.
+ */
 static int
 grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct batch *b)
 {
@@ -187,8 +212,24 @@ grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struc
 		r->ext.npages = r->length;
 		rc = grant_pages(p, b, grant, &r->ext);
 	}
-	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages || b->evicted || r->retried ||
-	    !p->h.wm_low)
+	if (rc != MKV_E_NOSPC || r->ext.npages > p->nr_pages)
+		return rc;
+	if ((e = quarantine_pin(p, txn, &r->held)))
+		return e;
+	if (r->held) {
+		uint64_t n;
+
+		/*
+		 * A read pins the last txn, which holds that txn's deletes back,
+		 * and LMDB commits no txn that wrote nothing: a write, so that the
+		 * reads begun from now on pin past the quarantine.
+		 */
+		if ((e = mkv_reg_meta_get(p, txn, "evictions", &n)) ||
+		    (e = mkv_reg_meta_put(p, txn, "evictions", n)))
+			return mkv_batch_fail(b, e);
+		return rc;
+	}
+	if (b->evicted || !p->h.wm_low || p->h.quarantined_pages >= r->ext.npages)
 		return rc;
 	want = mkv_evict_pct_pages(p, p->h.wm_high);
 	if (want < room(p) + r->ext.npages)
@@ -468,27 +509,40 @@ commit_round(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, bool *freed, 
 }
 
 /*
- * A grant refused for want of the pages a txn released, or evicted (they
- * are free once a txn drops their quarantine, if no reader pins them):
- * once more, each in a txn of its own, after an empty txn if the first one
- * evicted.  A retried grant does not evict again.
+ * A grant refused for want of pages, in txns of its own until it gets them
+ * or nothing more can come: each time an empty txn first, which releases
+ * the quarantine no pin needs (its pages are free once it commits), then
+ * the grant, which evicts if that is not enough.  While a pin holds the
+ * quarantine back, evicting frees nothing: wait for it to go, with pauses
+ * growing from 50 us to 5 ms, for up to a quarter of a lease period.  Most
+ * pins are a read between its lookup and its release, on a loaded host
+ * preempted for milliseconds; a pin still there after such a wait is a view
+ * kept, and the grants that follow while it stays get MKV_E_NOSPC at once.
  */
 static int
-retry_grants(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, bool evicted)
+retry_grant(struct mkv_pool *p, struct mkv_req *r)
 {
-	bool freed, again;
+	uint64_t until = mkv_clock_now() + p->lease_period_ns / 4, nap = 50000;
+	bool freed, freed_too, evicted;
 	int rc;
 
-	for (unsigned i = 0; i < n; i++) {
-		if (reqs[i].op != MKV_OP_GRANT || reqs[i].result != MKV_E_NOSPC || reqs[i].retried)
+	for (;;) {
+		struct timespec ts = { 0, (long)nap };
+
+		if ((rc = commit_round(p, NULL, 0, &freed, &evicted)) ||
+		    (rc = commit_round(p, r, 1, &freed_too, &evicted)))
+			return rc;
+		if (r->result != MKV_E_NOSPC || (!r->held && !freed && !freed_too))
+			return 0;  /* granted, or nothing released and nothing to evict */
+		if (!r->held)
 			continue;
-		if (evicted && (rc = commit_round(p, NULL, 0, &freed, &again)))
-			return rc;
-		reqs[i].retried = true;
-		if ((rc = commit_round(p, &reqs[i], 1, &freed, &again)))
-			return rc;
+		if (r->held == p->h.pin_outlasted || mkv_clock_now() >= until) {
+			p->h.pin_outlasted = r->held;
+			return 0;
+		}
+		nanosleep(&ts, NULL);
+		nap = nap * 2 < 5000000 ? nap * 2 : 5000000;
 	}
-	return 0;
 }
 
 /*
@@ -504,9 +558,10 @@ int
 mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n)
 {
 	bool freed, evicted;
-	int fatal = commit_round(p, reqs, n, &freed, &evicted);
+	int rc = commit_round(p, reqs, n, &freed, &evicted);
 
-	if (fatal || !freed)
-		return fatal;
-	return retry_grants(p, reqs, n, evicted);
+	for (unsigned i = 0; i < n && !rc; i++)
+		if (reqs[i].op == MKV_OP_GRANT && reqs[i].result == MKV_E_NOSPC)
+			rc = retry_grant(p, &reqs[i]);
+	return rc;
 }

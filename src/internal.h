@@ -116,6 +116,7 @@ struct mkv_holder {
 	/* the holder's view of the page table, kept by mkv_pages_move() */
 	uint64_t free_pages, quarantined_pages;
 	uint32_t wm_low, wm_high; /* eviction watermarks, percent */
+	uint64_t pin_outlasted;   /* a pin a grant waited for in vain: not waited for again */
 	uint64_t generation;      /* ours while holding */
 	uint64_t holder_id;       /* who we are as holder: node, slot, incarnation */
 	uint64_t last_renew_ns;   /* CLOCK_MONOTONIC of our last successful beat */
@@ -568,7 +569,7 @@ struct mkv_req {
 	unsigned rq;            /* ring entry it came from (holder side) */
 	uint32_t seq;           /* its sequence number; 0 for the holder's own calls */
 	bool replayed;          /* answered from the registry's record of it */
-	bool retried;           /* GRANT: a second try after eviction; no more evicting */
+	uint64_t held;          /* GRANT refused: the pin holding the quarantine back, 0 none */
 	bool pending;           /* MKV_E_TIMEDOUT: sent, and may still be applied */
 };
 int mkv_commit(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);

@@ -2,10 +2,13 @@
 /*
  * check_evict.c -- automatic eviction: watermarks hold under a long run,
  * allocations evict when short of pages, views of evicted keys stay
- * intact, a pool whose every page is pinned gives MKV_E_NOSPC and
- * recovers once the views are released; chains lose their tails before
+ * intact, a writer keeping a small pool full never gets MKV_E_NOSPC
+ * while views come and go, a pool whose every page is pinned (or granted)
+ * gives MKV_E_NOSPC and recovers once the views are released; chains lose their tails before
  * their heads, and mkv_publish_chain() links blocks from any client.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,6 +159,131 @@ START_TEST(test_all_pinned_is_nospc_then_recovers)
 	}
 	mkv_pool_close(&pool);
 	free(views);
+}
+END_TEST
+
+/* A thread reading the writer's newest value, each view kept a few ms. */
+struct reading {
+	struct mkv_pool *pool;
+	unsigned newest;     /* the writer's newest key */
+	unsigned views, failed;
+	bool stop;
+};
+
+static void *
+reader_main(void *arg)
+{
+	struct reading *r = arg;
+	char key[64];
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		size_t klen = tu_key(key, "full-", __atomic_load_n(&r->newest, __ATOMIC_ACQUIRE));
+		struct mkv_view v;
+		int rc = mkv_get(r->pool, key, klen, &v);
+
+		if (rc == MKV_E_NOTFOUND)
+			continue;
+		if (rc) {
+			r->failed++;
+			break;
+		}
+		/* a read that takes a while: its pin holds back every page deleted meanwhile */
+		tu_sleep_ms(2);
+		r->failed += mkv_release(r->pool, &v) != 0;
+		r->views++;
+	}
+	return NULL;
+}
+
+/*
+ * A writer keeping a small pool full, values of one to four pages, while
+ * another thread keeps views of its newest value for a few ms each: no
+ * allocation fails while unpinned values are there to evict.
+ */
+START_TEST(test_full_pool_never_nospc_while_evictable)
+{
+	enum { SMALL = 64, ROUNDS = 20 };
+	struct reading r = { 0 };
+	struct mkv_stat st;
+	pthread_t reader;
+	char key[64];
+	size_t klen;
+	unsigned i, pages = 0, nospc = 0;
+
+	evict_pool(SMALL * TU_PAGE_SIZE, &r.pool);
+	TU_OK(tu_put(r.pool, "full-0", 6, TU_PAGE_SIZE));
+	ck_assert_int_eq(pthread_create(&reader, NULL, reader_main, &r), 0);
+	for (i = 1; pages < ROUNDS * SMALL; i++) {
+		size_t len;
+		int rc;
+
+		klen = tu_key(key, "full-", i);
+		len = tu_vlen(key, klen, 1, 4 * TU_PAGE_SIZE);
+		rc = tu_put(r.pool, key, klen, len);
+		if (rc == MKV_E_NOSPC) {
+			nospc++;
+			continue;
+		}
+		TU_OK(rc);
+		pages += (unsigned)((len + TU_PAGE_SIZE - 1) / TU_PAGE_SIZE);
+		__atomic_store_n(&r.newest, i, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&r.stop, true, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+	ck_assert_msg(nospc == 0, "%u of %u puts got MKV_E_NOSPC", nospc, i - 1);
+	ck_assert_uint_eq(r.failed, 0);
+	ck_assert_uint_gt(r.views, 0);
+	tu_stat(r.pool, &st);
+	ck_assert_uint_gt(st.evictions, 0);
+	klen = tu_key(key, "full-", i - 1);
+	ck_assert_int_eq(tu_check(r.pool, key, klen, tu_vlen(key, klen, 1, 4 * TU_PAGE_SIZE)), 0);
+	mkv_pool_close(&r.pool);
+}
+END_TEST
+
+/*
+ * Every page pinned by a view or granted to a buffer not published: then
+ * allocation fails, and works again once the views are released and the
+ * buffers aborted.
+ */
+START_TEST(test_pinned_or_in_flight_is_nospc_then_clears)
+{
+	enum { SMALL = 64 };
+	struct mkv_view views[SMALL];
+	struct mkv_buf bufs[SMALL];
+	struct mkv_pool *pool;
+	char key[64];
+	size_t klen;
+	unsigned nviews = 0, nbufs = 0, i;
+	int rc = 0;
+
+	evict_pool(SMALL * TU_PAGE_SIZE, &pool);
+	/* each turn a value kept viewed, then a buffer kept unpublished */
+	for (i = 0; i < 2 * SMALL && !rc; i++) {
+		if (i % 2 == 0) {
+			klen = tu_key(key, "held-", i);
+			if ((rc = tu_put(pool, key, klen, TU_PAGE_SIZE)) == 0)
+				TU_OK(mkv_get(pool, key, klen, &views[nviews++]));
+		} else if ((rc = mkv_alloc(pool, TU_PAGE_SIZE, &bufs[nbufs])) == 0) {
+			nbufs++;
+		}
+	}
+	ck_assert_msg(rc == MKV_E_NOSPC, "turn %u = %d (%s), expected MKV_E_NOSPC", i, rc,
+			mkv_strerror(rc));
+	ck_assert_uint_gt(nviews, 0);
+	ck_assert_uint_gt(nbufs, 0);
+	/* and again, both ways in */
+	TU_ERR(mkv_alloc(pool, TU_PAGE_SIZE, &bufs[nbufs]), MKV_E_NOSPC);
+	TU_ERR(tu_put(pool, "one-more", 8, TU_PAGE_SIZE), MKV_E_NOSPC);
+	while (nviews)
+		TU_OK(mkv_release(pool, &views[--nviews]));
+	while (nbufs)
+		TU_OK(mkv_abort(pool, &bufs[--nbufs]));
+	for (i = 0; i < 2 * SMALL; i++) {
+		klen = tu_key(key, "after-", i);
+		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
+	}
+	mkv_pool_close(&pool);
 }
 END_TEST
 
@@ -440,6 +568,8 @@ evict_suite(void)
 	tcase_add_test(tc, test_watermarks_hold_over_a_long_run);
 	tcase_add_test(tc, test_view_survives_eviction_of_its_key);
 	tcase_add_test(tc, test_all_pinned_is_nospc_then_recovers);
+	tcase_add_test(tc, test_full_pool_never_nospc_while_evictable);
+	tcase_add_test(tc, test_pinned_or_in_flight_is_nospc_then_clears);
 	tcase_add_test(tc, test_watermarks_are_checked_and_changeable);
 	tcase_add_test(tc, test_chains_lose_tails_before_heads);
 	tcase_add_test(tc, test_publish_chain_shares_and_checks);
