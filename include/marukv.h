@@ -365,7 +365,10 @@ MKV_EXPORT const char *mkv_coherence_name(uint32_t coherence);
 #define MKV_CREATE 0x1U  /**< create the pool (and its directory) if absent */
 #define MKV_RDONLY 0x2U  /**< look up and read only; write calls get MKV_E_RDONLY */
 #define MKV_VERIFY 0x4U  /**< mkv_get() and mkv_get_batch() check each value's checksum */
-/** Publish without recording checksums: hashing a value costs more than copying it. */
+/**
+ * Publish without recording checksums: mkv_put() hashes as it copies, but
+ * mkv_publish() reads the caller's value back to hash it.
+ */
 #define MKV_NOCHECKSUM 0x8U
 #define MKV_OPEN_VALID (MKV_CREATE | MKV_RDONLY | MKV_VERIFY | MKV_NOCHECKSUM)
 /** The pool mkv_pool_open() opens for a NULL path when $MARUKV_POOL is unset or empty. */
