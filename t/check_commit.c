@@ -111,18 +111,6 @@ assert_visible(const char *key, uint64_t len)
 	ck_assert_msg(rc == 0, "key %s: tu_check = %d", key, rc);
 }
 
-static struct mkv_entry
-lookup(const char *key)
-{
-	struct mkv_entry e;
-	struct mkv_txn *t;
-
-	ck_assert_int_eq(mkv_reg_rtxn(p, &t), 0);
-	ck_assert_int_eq(mkv_reg_lookup(p, t, key, strlen(key), &e), 0);
-	mkv_reg_rtxn_done(p, t);
-	return e;
-}
-
 static uint64_t
 meta(const char *name)
 {
@@ -163,8 +151,8 @@ START_TEST(test_grants_and_publishes_in_one_txn)
 	ck_assert(mkv_pages_are(p, &g[1].ext, words.used));
 	ck_assert(mkv_pages_are(p, &b[2].ext, words.live));
 	ck_assert_uint_eq(p->h.free_pages, PAGES - 7);
-	ck_assert_uint_eq(lookup("k1").txn, txn + 1);
-	ck_assert_uint_eq(lookup("k2").page, g[1].ext.page);
+	ck_assert_uint_eq(unit_lookup(p, "k1").txn, txn + 1);
+	ck_assert_uint_eq(unit_lookup(p, "k2").page, g[1].ext.page);
 	ck_assert_uint_eq(meta("bytes"), len1 + len2);
 	assert_visible("k1", len1);
 	assert_visible("k2", len2);
@@ -232,8 +220,8 @@ START_TEST(test_a_duplicate_key_fails_alone)
 	/* the refused publish's pages stay granted to it, the key keeps its value */
 	ck_assert(mkv_pages_are(p, &e1, words.live));
 	ck_assert(mkv_pages_are(p, &e2, words.used));
-	ck_assert_uint_eq(lookup("dup").page, first.page);
-	ck_assert_uint_eq(lookup("dup").length, 100);
+	ck_assert_uint_eq(unit_lookup(p, "dup").page, first.page);
+	ck_assert_uint_eq(unit_lookup(p, "dup").length, 100);
 	assert_visible("dup", 100);
 	assert_visible("fresh", 300);
 	tu_stat(p, &st);

@@ -84,18 +84,6 @@ START_TEST(test_copy_and_hash_is_memcpy_and_one_shot_xxh3)
 }
 END_TEST
 
-static struct mkv_entry
-lookup(const char *key)
-{
-	struct mkv_entry e;
-	struct mkv_txn *t;
-
-	ck_assert_int_eq(mkv_reg_rtxn(p, &t), 0);
-	ck_assert_int_eq(mkv_reg_lookup(p, t, key, strlen(key), &e), 0);
-	mkv_reg_rtxn_done(p, t);
-	return e;
-}
-
 /* Each size written by mkv_put() ("p<i>") and by mkv_alloc() + mkv_publish() ("a<i>"). */
 static void
 write_all(void)
@@ -124,7 +112,7 @@ START_TEST(test_written_values_record_one_shot_xxh3)
 			struct mkv_entry e;
 
 			tu_key(key, (char[]){ *way, 0 }, (unsigned)i);
-			e = lookup(key);
+			e = unit_lookup(p, key);
 			ck_assert_uint_eq(e.length, sizes[i]);
 			ck_assert_msg(e.checksum == one_shot(src, sizes[i]),
 					"%s (%zu bytes): recorded %016llx, XXH3 %016llx", key, sizes[i],

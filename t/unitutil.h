@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unitutil.h -- helpers of the unit suites (t/check_ring, t/check_pages,
- * t/check_regtable, t/check_commit), which link the library's objects and
+ * t/check_regtable, t/check_commit, t/check_hash), which link the library's objects and
  * call its private functions (src/internal.h); testutil.h's helpers use
  * the public API only.
  */
@@ -23,5 +23,8 @@ struct unit_words {
  * (asserted); *w, if not NULL, gets its page words.
  */
 void unit_holder_pool(uint64_t pages, struct mkv_pool **p, struct unit_words *w);
+
+/** The registry's entry of @p key in @p p (asserted to be there). */
+struct mkv_entry unit_lookup(struct mkv_pool *p, const char *key);
 
 #endif
