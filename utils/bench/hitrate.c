@@ -16,13 +16,17 @@
  *    used block when full.
  *
  *  - marukv: a fresh pool of exactly `capacity` data pages of 4 KiB, one
- *    block per page, with the lowest watermarks that keep automatic
- *    eviction on.  This process opens it, so it holds the lease and its
- *    holder thread is the one that evicts.  The hits are what
- *    mkv_get_batch() with MKV_BATCH_PREFIX finds (these reads are what
- *    marks blocks as used for the evictor); the views are released and
- *    the missing blocks allocated, filled and published as one chain
- *    under the last block hit.
+ *    block per page, with the watermarks of --watermarks (by default the
+ *    lowest that keep automatic eviction on).  This process opens it, so
+ *    it holds the lease and its holder thread is the one that evicts.
+ *    The hits are what mkv_get_batch() with MKV_BATCH_PREFIX finds (these
+ *    reads are what marks blocks as used for the evictor); the views are
+ *    released and the missing blocks allocated, filled and published as
+ *    one chain under the last block hit.  The allocations are timed (with
+ *    the grants and the evictions they wait for), and once the pool has
+ *    first evicted, its occupancy, pages in values over data pages, is
+ *    sampled every OCC_EVERY requests: what of the capacity really holds
+ *    blocks.
  *
  * Everything is a function of the seed; marukv's figures also depend on
  * the library's eviction, which runs in the same order every time.
@@ -48,6 +52,7 @@
 /* Lowest watermarks with automatic eviction on (0 turns it off). */
 #define WM_LOW 1U
 #define WM_HIGH 1U
+#define OCC_EVERY 16
 
 struct override {
 	size_t field;
@@ -60,6 +65,7 @@ struct hr_opts {
 	uint64_t caps[MAX_CAPS];
 	size_t ncaps;
 	uint64_t requests, seed;
+	unsigned wm_low, wm_high;
 	const char *dir;
 	int json;
 	struct override over[MAX_OVERRIDES];
@@ -105,6 +111,24 @@ static int hr_workload(const struct opt *opt, const char *value)
 	return -1;
 }
 
+/* --watermarks LOW/HIGH */
+static int hr_watermarks(const struct opt *opt, const char *value)
+{
+	struct hr_opts *o = opt->target;
+	unsigned low, high;
+	int end = 0;
+
+	if (sscanf(value, "%u/%u%n", &low, &high, &end) == 2 && !value[end] && low <= high &&
+	    high <= 90) {
+		o->wm_low = low;
+		o->wm_high = high;
+		return 0;
+	}
+	fprintf(stderr, PROG " " CMD ": bad value for --watermarks: %s (LOW/HIGH percent,"
+			" 0 <= LOW <= HIGH <= 90)\n", value);
+	return -1;
+}
+
 /* What the option of a workload parameter sets. */
 struct param {
 	struct hr_opts *o;
@@ -137,6 +161,8 @@ static int hr_parse(int argc, char **argv, struct hr_opts *o)
 			.max = MAX_CAPS, .count = &o->ncaps, .items = "percentages",
 			.help = "comma-separated percentages of the unique blocks,\n"
 				"1 to 100 (default 5,10,25)" },
+		{ "watermarks", OPT_CALL, o, .arg = "LOW/HIGH", .call = hr_watermarks,
+			.help = "the pools' eviction watermarks, percent (default 1/1)" },
 		{ "requests", OPT_U64, &o->requests, .arg = "N", .lo = 0, .hi = 1ULL << 32,
 			.help = "only the first N requests of each stream (default 0: all)" },
 		OPT_SEED(&o->seed, "seed of the streams (default 1)"),
@@ -344,6 +370,9 @@ static int64_t lru_replay(const struct wl_stream *s, size_t cap)
 struct mkv_result {
 	uint64_t hits, evictions, nospc, bad_views;
 	uint64_t ns;              /* the replay, without creating the pool */
+	uint64_t allocs, alloc_ns;  /* mkv_alloc() calls of a page each, their time */
+	double occ_sum;           /* pages in values / data pages, summed over samples */
+	uint64_t occ_n;
 };
 
 /* Per-request buffers, and what the replay counts. */
@@ -376,7 +405,11 @@ static int replay_publish(struct replay *rp, size_t r, size_t at, size_t n)
 	size_t got;
 
 	for (got = 0; got < n; got++) {
+		uint64_t t0 = now_ns();
+
 		rc = mkv_alloc(rp->pool, PAGE, &rp->bufs[got]);
+		rp->res->alloc_ns += now_ns() - t0;
+		rp->res->allocs++;
 		if (rc < 0)
 			break;
 		pattern_fill(rp->bufs[got].data, PAGE, rp->keys[at + got].data);
@@ -431,20 +464,46 @@ static int replay_request(struct replay *rp, const struct wl_stream *s, size_t r
 	return 0;
 }
 
-static int replay_pool(struct replay *rp, const struct wl_stream *s, const char *path,
-		uint64_t cap)
+/* Once the pool has evicted, what of it holds values: a sample. */
+static int replay_occupancy(struct replay *rp)
 {
 	struct mkv_stat st;
-	uint64_t t0;
+	int rc = mkv_pool_stat(rp->pool, &st);
+
+	if (rc < 0) {
+		fprintf(stderr, PROG " " CMD ": %s: mkv_pool_stat: %s\n", rp->label, mkv_why(rc));
+		return EXIT_ERR;
+	}
+	if (st.evictions && st.pages_total) {
+		rp->res->occ_sum += (double)st.pages_used / (double)st.pages_total;
+		rp->res->occ_n++;
+	}
+	return EXIT_OK;
+}
+
+static int replay_pool(struct replay *rp, const struct wl_stream *s, const char *path,
+		uint64_t cap, const struct hr_opts *o)
+{
+	struct mkv_stat st;
+	uint64_t t0, sampling = 0;
 	/* Twice the default's room per page in the registry, for eviction's churn. */
 	struct pool_spec spec = { .pages = cap, .registry_size = (16ULL << 20) + cap * 2048,
-		.wm_low = WM_LOW, .wm_high = WM_HIGH };
+		.wm_low = o->wm_low, .wm_high = o->wm_high };
 	int rc, status = pool_make(path, &spec, CMD, &rp->pool) < 0 ? EXIT_ERR : EXIT_OK;
 
 	t0 = now_ns();
-	for (size_t r = 0; r < s->nreq && status == EXIT_OK; r++)
+	for (size_t r = 0; r < s->nreq && status == EXIT_OK; r++) {
+		uint64_t t1;
+
 		status = replay_request(rp, s, r);
-	rp->res->ns = now_ns() - t0;
+		if (status != EXIT_OK || r % OCC_EVERY)
+			continue;
+		/* the samples are not part of the replay's time */
+		t1 = now_ns();
+		status = replay_occupancy(rp);
+		sampling += now_ns() - t1;
+	}
+	rp->res->ns = now_ns() - t0 - sampling;
 	if (status == EXIT_OK) {
 		rc = mkv_pool_stat(rp->pool, &st);
 		if (rc < 0) {
@@ -473,7 +532,7 @@ static int mkv_replay(const struct hr_opts *o, const struct wl_stream *s, uint64
 	if (dir && (!path || !rp.keys || !rp.views || !rp.bufs))
 		fprintf(stderr, PROG " " CMD ": out of memory\n");
 	else if (dir)
-		status = replay_pool(&rp, s, path, cap);
+		status = replay_pool(&rp, s, path, cap, o);
 	if (dir && scratch_remove(dir, CMD) < 0 && status == EXIT_OK)
 		status = EXIT_ERR;
 	free(rp.keys);
@@ -510,11 +569,22 @@ static double ratio(const struct row *r)
 	return r->lru_hits ? (double)r->mkv.hits / (double)r->lru_hits : 0;
 }
 
+static double alloc_us(const struct row *r)
+{
+	return r->mkv.allocs ? (double)r->mkv.alloc_ns / (double)r->mkv.allocs / 1e3 : 0;
+}
+
+/* The mean occupancy once full; 0 if the pool never evicted. */
+static double occupancy(const struct row *r)
+{
+	return r->mkv.occ_n ? r->mkv.occ_sum / (double)r->mkv.occ_n : 0;
+}
+
 static void print_text(const struct hr_opts *o, const struct wl_result *w, size_t nw,
 		const struct row *rows, size_t n)
 {
-	printf("hitrate: seed %" PRIu64 ", %u-byte pages, one block per page, %s\n",
-			o->seed, PAGE, o->dir);
+	printf("hitrate: seed %" PRIu64 ", %u-byte pages, one block per page, watermarks"
+			" %u/%u, %s\n", o->seed, PAGE, o->wm_low, o->wm_high, o->dir);
 	for (size_t i = 0; i < nw; i++)
 		printf("%s: %zu requests, %" PRIu64 " blocks requested, %" PRIu64
 				" unique; average chain %.1f blocks (longest %zu);"
@@ -522,16 +592,18 @@ static void print_text(const struct hr_opts *o, const struct wl_result *w, size_
 				w[i].blocks, w[i].unique, w[i].requests ?
 				(double)w[i].blocks / (double)w[i].requests : 0, w[i].max_chain,
 				rate(w[i].blocks - w[i].unique, w[i].blocks));
-	printf("%-8s %10s %15s %8s %16s %12s %15s %10s %5s\n", "workload", "capacity %",
-			"capacity blocks", "requests", "blocks requested", "LRU hit rate",
-			"marukv hit rate", "marukv/LRU", "nospc");
+	printf("%-8s %10s %15s %8s %16s %12s %15s %10s %5s %9s %13s\n", "workload",
+			"capacity %", "capacity blocks", "requests", "blocks requested",
+			"LRU hit rate", "marukv hit rate", "marukv/LRU", "nospc", "occupancy",
+			"alloc us/page");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 
 		printf("%-8s %10" PRIu64 " %15" PRIu64 " %8zu %16" PRIu64 " %12.3f %15.3f"
-				" %10.2f %5" PRIu64 "\n", r->w->name, r->percent, r->cap,
-				r->w->requests, r->w->blocks, rate(r->lru_hits, r->w->blocks),
-				rate(r->mkv.hits, r->w->blocks), ratio(r), r->mkv.nospc);
+				" %10.3f %5" PRIu64 " %9.4f %13.2f\n", r->w->name, r->percent,
+				r->cap, r->w->requests, r->w->blocks,
+				rate(r->lru_hits, r->w->blocks), rate(r->mkv.hits, r->w->blocks),
+				ratio(r), r->mkv.nospc, occupancy(r), alloc_us(r));
 	}
 }
 
@@ -540,8 +612,9 @@ static void print_json(const struct hr_opts *o, const struct wl_result *w, size_
 {
 	printf("{\n  \"command\": \"hitrate\",\n  \"dir\": ");
 	json_string(stdout, o->dir);
-	printf(",\n  \"seed\": %" PRIu64 ",\n  \"page_size\": %u,\n  \"workloads\": [",
-			o->seed, PAGE);
+	printf(",\n  \"seed\": %" PRIu64 ",\n  \"page_size\": %u,\n  \"low_watermark\": %u,"
+			"\n  \"high_watermark\": %u,\n  \"workloads\": [", o->seed, PAGE,
+			o->wm_low, o->wm_high);
 	for (size_t i = 0; i < nw; i++) {
 		printf("%s\n    {\n      \"name\": ", i ? "," : "");
 		json_string(stdout, w[i].name);
@@ -574,6 +647,10 @@ static void print_json(const struct hr_opts *o, const struct wl_result *w, size_
 		json_number(stdout, rate(r->mkv.hits, r->w->blocks), 6);
 		printf(", \"ratio\": ");
 		json_number(stdout, ratio(r), 4);
+		printf(", \"occupancy\": ");
+		json_number(stdout, occupancy(r), 6);
+		printf(", \"alloc_us_per_page\": ");
+		json_number(stdout, alloc_us(r), 3);
 		printf(", \"evictions\": %" PRIu64 ", \"nospc\": %" PRIu64 ", \"marukv_ns\": %"
 				PRIu64 " }", r->mkv.evictions, r->mkv.nospc, r->mkv.ns);
 	}
@@ -632,7 +709,8 @@ static int run_workload(const struct hr_opts *o, const struct wl_setting *set,
 
 int cmd_hitrate(int argc, char **argv)
 {
-	struct hr_opts o = { .caps = { 5, 10, 25 }, .ncaps = 3, .seed = 1, .dir = "/dev/shm" };
+	struct hr_opts o = { .caps = { 5, 10, 25 }, .ncaps = 3, .seed = 1, .dir = "/dev/shm",
+		.wm_low = WM_LOW, .wm_high = WM_HIGH };
 	struct wl_result w[MAX_SETS];
 	struct row *rows;
 	size_t nrows = 0;
