@@ -282,15 +282,16 @@ MKV_EXPORT int mkv_opts_set_registry_size(struct mkv_opts *opts, uint64_t bytes)
  * Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_lease_period(struct mkv_opts *opts, uint32_t ms);
-/** Default eviction watermarks: evict below 5 % free, up to 10 %. */
-#define MKV_DEFAULT_LOW_WATERMARK 5U
-#define MKV_DEFAULT_HIGH_WATERMARK 10U
+/** Default eviction watermarks: eviction on, in batches of 1/128 of the pool. */
+#define MKV_DEFAULT_LOW_WATERMARK 1U
+#define MKV_DEFAULT_HIGH_WATERMARK 1U
 /**
  * Eviction watermarks, in percent of the data pages (creation parameter;
- * mkv_pool_set_watermarks() changes them later): when free and
- * quarantined pages fall below @p low_pct, the lease holder evicts cold
- * values until they reach @p high_pct.  0 < low <= high <= 90; low 0 turns
- * automatic eviction off.  Errors: MKV_E_INVAL.
+ * mkv_pool_set_watermarks() changes them later).  @p low_pct 0 turns
+ * automatic eviction off; otherwise the lease holder keeps free what the
+ * writers have in flight and evicts cold values when a grant finds less,
+ * each time at least 1/128 of the pool and at least @p high_pct minus
+ * @p low_pct percent of it.  0 <= low <= high <= 90.  Errors: MKV_E_INVAL.
  */
 MKV_EXPORT int mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct,
 		unsigned high_pct);

@@ -1707,7 +1707,7 @@ static PyTypeObject Pool_Type = {
 	"only: data_size (bytes, default 256 MiB), page_size (a power of two,\n"
 	"4 KiB to 1 GiB, default 64 KiB), max_clients (default 64), registry_size\n"
 	"(bytes; 0 sizes it from the pages), lease_period_ms (default 1000),\n"
-	"watermarks (a (low, high) pair of percents, default (5, 10)),\n"
+	"watermarks (a (low, high) pair of percents, default (1, 1)),\n"
 	"client_timeout_ms (default 10000), group (a gid to share the pool with),\n"
 	"max_nodes (default 32).  Open option: node (this host's name in the\n"
 	"pool; default $MARUKV_NODE or the host name).  See marukv(3) for each.\n\n"

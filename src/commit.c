@@ -139,6 +139,34 @@ evict_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint6
 	return 0;
 }
 
+/*
+ * The least one eviction frees: what is in flight (inflight pages asked
+ * for), at least 1/128 of the pool and the gap between the watermarks.
+ * Each sweep reads the ages of the whole pool: a commit that has to evict
+ * frees room for many allocations, not for the one that asked.
+ */
+static uint64_t
+evict_batch(const struct mkv_pool *p, uint64_t inflight)
+{
+	uint64_t n = p->nr_pages >= 128 ? p->nr_pages / 128 : 1,
+		gap = mkv_evict_pct_pages(p, p->h.wm_high) - mkv_evict_pct_pages(p, p->h.wm_low);
+
+	n = n > gap ? n : gap;
+	return n > inflight ? n : inflight;
+}
+
+/* Pages the grants of this txn took: what its writers have in flight. */
+static uint64_t
+granted(const struct batch *b)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < b->done.n; i++)
+		if (b->done.v[i].from == MKV_PG_FREE)
+			n += b->done.v[i].ext.npages;
+	return n;
+}
+
 /* Evict until free and quarantined pages reach want (evict.c); count them in meta. */
 static int
 evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b, uint64_t *out)
@@ -197,7 +225,7 @@ quarantine_pin(struct mkv_pool *p, struct mkv_txn *txn, uint64_t *pin)
 }
 
 /*
- * Short even of length: evict what it needs (at least to the high mark),
+ * Short even of length: evict a batch (evict_batch()) for what it asks,
  * unless the quarantine already holds that much (released at the end of
  * this txn) or a pin holds the quarantine back (r->held: retry_grant()
  * waits for it).  The grant is refused either way; the caller retries it.
@@ -231,9 +259,7 @@ grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struc
 	}
 	if (b->evicted || !p->h.wm_low || p->h.quarantined_pages >= r->ext.npages)
 		return rc;
-	want = mkv_evict_pct_pages(p, p->h.wm_high);
-	if (want < room(p) + r->ext.npages)
-		want = room(p) + r->ext.npages;
+	want = room(p) + evict_batch(p, r->ext.npages);
 	if ((e = evict_to(p, txn, want, b, &evicted)))
 		return e;
 	b->evicted = evicted > 0;
@@ -394,18 +420,20 @@ apply_all(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *reqs, unsigne
 }
 
 /*
- * What every txn does after its requests, then its commit: eviction below
- * the low watermark (up to the high one), the release of quarantined pages
- * no pin needs, the record of this txn's deletes.
+ * What every txn does after its requests, then its commit: the reserve,
+ * the release of quarantined pages no pin needs, the record of this txn's
+ * deletes.  The reserve is what is in flight, the pages this txn's grants
+ * took: with less room than that left, a batch is evicted now, so that the
+ * next round of grants like these finds its pages without evicting.
  */
 static int
 txn_end(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 {
-	uint64_t evicted;
+	uint64_t evicted, reserve = granted(b);
 	int rc = 0;
 
-	if (p->h.wm_low && room(p) < mkv_evict_pct_pages(p, p->h.wm_low))
-		rc = evict_to(p, txn, mkv_evict_pct_pages(p, p->h.wm_high), b, &evicted);
+	if (p->h.wm_low && !b->evicted && room(p) < reserve)
+		rc = evict_to(p, txn, room(p) + evict_batch(p, reserve), b, &evicted);
 	if (!rc)
 		rc = mkv_batch_release(p, txn, b);
 	if (!rc)
