@@ -46,6 +46,8 @@ int cmd_coherence(int argc, char **argv);
 
 /* CLOCK_MONOTONIC in nanoseconds: the same clock in every process. */
 uint64_t now_ns(void);
+/* The CPU time of this process, all its threads, in ns. */
+double cpu_ns(void);
 /* Sleep for ns nanoseconds (restarted after signals). */
 void sleep_ns(uint64_t ns);
 /*

@@ -52,7 +52,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "bench.h"
 #include "options.h"
@@ -341,16 +340,6 @@ static int fill(const struct co_opts *o, const char *path, enum mode m, uint64_t
 			}
 		}
 	return 0;
-}
-
-/* The CPU time of this process, all its threads, in ns. */
-static double cpu_ns(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
-		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
 /* One run: every op in each mode, the modes in the run's order. */
