@@ -137,11 +137,13 @@ check "bench register left no scratch directory" \
 rc=$?
 check "bench register --json exits 0 (got $rc)" test "$rc" -eq 0
 for k in command dir keys value_size window repeat seed rows writers marukv_sync \
-	marukv_async lmdb ratio_sync_lmdb ratio_async_lmdb; do
+	marukv_async lmdb marukv_holder cpu_us ratio_sync_lmdb ratio_async_lmdb \
+	ratio_sync_holder; do
 	check "bench register --json has \"$k\"" grep -q "\"$k\": " "$tmp/reg.json"
 done
 check "bench register --json medians are integers" grep -Eq \
-	'"marukv_sync": \{ "median": [0-9]+, "min": [0-9]+, "max": [0-9]+ \}' "$tmp/reg.json"
+	'"marukv_sync": \{ "median": [0-9]+, "min": [0-9]+, "max": [0-9]+, "cpu_us": [0-9.]+ \}' \
+	"$tmp/reg.json"
 
 "$bench" takeover --trials 2 --period-ms 200 --dir "$tmp" >"$tmp/to.out" 2>"$tmp/to.err"
 rc=$?
