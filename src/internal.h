@@ -145,6 +145,7 @@ struct mkv_rqs {
 	unsigned nkept, capkept;
 	void (*idle)(struct mkv_pool *p);  /* between slices of a wait (mkv_rq_init()) */
 	bool quick;               /* the last wait for an answer was short (mkv_rq_spin()) */
+	uint64_t wakes;           /* futex wake-up calls made, doorbell's and answers' (tests) */
 };
 
 /* client.c: watching other nodes' clients' heartbeats, by our own clock */

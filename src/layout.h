@@ -114,7 +114,7 @@ struct mkv_state {
 	uint64_t reserved0[4];
 	struct mkv_lease lease;
 	uint32_t doorbell;     /* coherent pools: clients bump it and wake the holder (futex) */
-	uint32_t polling;      /* coherent pools: 0 when the holder may sleep on the doorbell */
+	uint32_t bell_sleepers; /* coherent pools: holder threads asleep on the doorbell */
 	uint32_t reserved1[14];
 };
 static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines");

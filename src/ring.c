@@ -9,8 +9,8 @@
  * them in one registry txn, writes each answer with the sequence number it
  * answers, bumps the completion counters and wakes the clients.  In a
  * coherent pool both sides poll a while before they sleep (mkv_rq_spin()),
- * and each wakes the other only if it sleeps: the holder clears
- * state->polling before it sleeps on the doorbell, a client counts its
+ * and each wakes the other only if it sleeps: holder threads count
+ * themselves asleep on the doorbell in state->bell_sleepers, a client its
  * threads asleep on the counter in its slot's sleepers.  An answer
  * carries its sequence number, so a late answer from a holder that lost
  * the lease can never be taken for the answer to a newer request.  Across
@@ -122,8 +122,9 @@ futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 }
 
 static void
-futex_wake(uint32_t *addr)
+futex_wake(struct mkv_pool *p, uint32_t *addr)
 {
+	__atomic_add_fetch(&p->rq.wakes, 1, __ATOMIC_RELAXED);
 	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -347,34 +348,40 @@ mkv_rq_doorbell(const struct mkv_pool *p)
 }
 
 /*
- * Ring the doorbell.  With quiet, no futex wake-up for a holder that is
- * awake: it looks at the doorbell before it sleeps, and it clears polling
- * before that look (mkv_rq_bell_sleep()).  Without quiet the sleeper is
- * woken all the same: a holder fenced while awake may have left polling
- * set, and the waits that ring without quiet (mkv_holder_nudge()) wake
- * whoever holds the lease now.
+ * Ring the doorbell; unless always, the futex wake-up only if a holder
+ * thread counts itself asleep on it (mkv_rq_bell_sleep()).  Both sides add
+ * or store before they look at the other's word, all seq_cst: either the
+ * sleeper's last look sees the new ring, or this look sees the sleeper.
  */
 static void
-ring(struct mkv_pool *p, bool quiet)
+ring(struct mkv_pool *p, bool always)
 {
 	uint32_t *bell = mkv_rq_doorbell(p);
 
 	__atomic_add_fetch(bell, 1, __ATOMIC_SEQ_CST);
 	mkv_share_wb(p, bell, sizeof(*bell));
-	if (!quiet || p->noncoherent || !__atomic_load_n(&p->state->polling, __ATOMIC_SEQ_CST))
-		futex_wake(bell);
+	if (always || p->noncoherent ||
+	    __atomic_load_n(&p->state->bell_sleepers, __ATOMIC_SEQ_CST))
+		futex_wake(p, bell);
 }
 
+/*
+ * Ring with a wake-up whatever the count says: the holder's own calls,
+ * rare, and a waiting client's every WAIT_SLICE_NS, which also wakes a
+ * holder of an older version that sleeps without counting itself.
+ */
 void
 mkv_rq_ring(struct mkv_pool *p)
 {
-	ring(p, false);
+	ring(p, true);
 }
 
 /*
  * Holder: sleep on the doorbell while it still reads bell, at most
- * timeout_ns; polling is cleared before the doorbell's last look and set
- * again on waking (ring()).
+ * timeout_ns, counted in the state's bell_sleepers meanwhile.  A count,
+ * not a flag: a fenced holder still asleep, or one killed asleep, leaves
+ * at worst a count above the sleepers there are, which costs wake-ups
+ * nobody waits for, never one missed.
  */
 void
 mkv_rq_bell_sleep(struct mkv_pool *p, uint32_t bell, uint64_t timeout_ns)
@@ -385,10 +392,10 @@ mkv_rq_bell_sleep(struct mkv_pool *p, uint32_t bell, uint64_t timeout_ns)
 		futex_wait(db, bell, timeout_ns);
 		return;
 	}
-	__atomic_store_n(&p->state->polling, 0, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&p->state->bell_sleepers, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(db, __ATOMIC_SEQ_CST) == bell)
 		futex_wait(db, bell, timeout_ns);
-	__atomic_store_n(&p->state->polling, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&p->state->bell_sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -489,7 +496,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	__atomic_add_fetch(&p->slots[p->slot].posted, 1, __ATOMIC_SEQ_CST);
 	/* named: a test stops a client right after it (t/check_leasesites.c) */
 	mkv_share_wb_at(p, &p->slots[p->slot].posted, sizeof(uint64_t), MKV_SITE_NAMED(posted));
-	ring(p, true);
+	ring(p, false);
 	return 0;
 }
 
@@ -601,7 +608,7 @@ static void
 slot_wake(struct mkv_pool *p, uint32_t s)
 {
 	if (p->noncoherent || __atomic_load_n(&p->slots[s].sleepers, __ATOMIC_SEQ_CST))
-		futex_wake(&p->slots[s].completed);
+		futex_wake(p, &p->slots[s].completed);
 }
 
 /*
