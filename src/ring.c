@@ -379,9 +379,9 @@ mkv_rq_ring(struct mkv_pool *p)
 /*
  * Holder: sleep on the doorbell while it still reads bell, at most
  * timeout_ns, counted in the state's bell_sleepers meanwhile.  A count,
- * not a flag: a fenced holder still asleep, or one killed asleep, leaves
- * at worst a count above the sleepers there are, which costs wake-ups
- * nobody waits for, never one missed.
+ * not a flag: a fenced holder waking while the new one sleeps cannot
+ * uncount it, and one killed asleep leaves the count above the sleepers
+ * there are, which costs wake-ups nobody waits for, never one missed.
  */
 void
 mkv_rq_bell_sleep(struct mkv_pool *p, uint32_t bell, uint64_t timeout_ns)
