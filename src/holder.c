@@ -147,19 +147,28 @@ service_round(struct mkv_pool *p, struct mkv_req *reqs)
 }
 
 /*
- * The holder's sleep on its doorbell, at most cap ns.  In a non-coherent
- * pool it is cut into polling slices, between which the other nodes'
- * doorbells are looked at: no futex reaches across hosts.
+ * The holder's sleep on its doorbell, at most cap ns.  In a coherent pool
+ * it may first poll the doorbell a while (mkv_rq_spin()): a client that
+ * posts again right after its answer is served without two futex
+ * wake-ups.  In a non-coherent pool it is cut into polling slices, between
+ * which the other nodes' doorbells are looked at: no futex reaches across
+ * hosts.
  */
 static void
 bell_wait(struct mkv_pool *p, uint32_t bell, uint64_t cap)
 {
-	uint64_t end = mkv_clock_now() + cap, slice = mkv_rq_poll_next(p, 0), now;
+	uint64_t start = mkv_clock_now(), end = start + cap, slice = mkv_rq_poll_next(p, 0), now;
 
+	p->h.quick = mkv_rq_spin(p, mkv_rq_doorbell(p), bell, start, end, p->h.quick);
+	if (p->h.quick)
+		return;
 	while ((now = mkv_clock_now()) < end) {
-		mkv_rq_futex_wait(mkv_rq_doorbell(p), bell, slice < end - now ? slice : end - now);
-		if (!p->noncoherent || __atomic_load_n(mkv_rq_doorbell(p), __ATOMIC_ACQUIRE) != bell ||
-		    mkv_rq_rung(p, p->h.bells))
+		mkv_rq_bell_sleep(p, bell, slice < end - now ? slice : end - now);
+		if (__atomic_load_n(mkv_rq_doorbell(p), __ATOMIC_ACQUIRE) != bell) {
+			p->h.quick = mkv_rq_quick(start);
+			return;
+		}
+		if (!p->noncoherent || mkv_rq_rung(p, p->h.bells))
 			return;
 		slice = mkv_rq_poll_next(p, slice);
 	}

@@ -110,6 +110,7 @@ struct mkv_holder {
 	struct mkv_req *batch;    /* the thread's requests; here, so a forked child reaches it */
 	uint32_t *bells;          /* the thread's: other nodes' doorbells as last seen (ring.c) */
 	uint64_t *posted;         /* the thread's: each slot's requests posted, as last seen */
+	bool quick;               /* the thread's: its last wait for the doorbell was short (ring.c) */
 	uint64_t last_beat_ns;    /* our client heartbeat */
 	uint64_t last_idle_ns;    /* our registry snap last looked at (regsnap.c) */
 	uint64_t last_reap_ns;    /* the holder's last reclamation pass */
@@ -143,6 +144,8 @@ struct mkv_rqs {
 	struct mkv_answer *kept;  /* answers taken off the ring before mkv_wait() */
 	unsigned nkept, capkept;
 	void (*idle)(struct mkv_pool *p);  /* between slices of a wait (mkv_rq_init()) */
+	bool quick;               /* the last wait for an answer was short (mkv_rq_spin()) */
+	uint64_t wakes;           /* futex wake-up calls made, doorbell's and answers' (tests) */
 };
 
 /* client.c: watching other nodes' clients' heartbeats, by our own clock */
@@ -449,14 +452,16 @@ int mkv_rq_wait(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_req *
 		uint64_t timeout_ns, bool keep);
 uint32_t *mkv_rq_doorbell(const struct mkv_pool *p);
 void mkv_rq_ring(struct mkv_pool *p);
+void mkv_rq_bell_sleep(struct mkv_pool *p, uint32_t bell, uint64_t timeout_ns);
 bool mkv_rq_rung(const struct mkv_pool *p, uint32_t *seen);
 uint64_t mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice);
+bool mkv_rq_spin(const struct mkv_pool *p, const uint32_t *word, uint32_t val, uint64_t start,
+		uint64_t end, bool quick);
+bool mkv_rq_quick(uint64_t start);
 unsigned mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max, uint64_t *seen);
 void mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n);
 uint64_t mkv_rq_pending(const struct mkv_pool *p);
 unsigned mkv_rq_pending_slot(const struct mkv_pool *p, uint32_t slot);
-int mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
-void mkv_rq_futex_wake(uint32_t *addr);
 
 /* handout.c */
 int mkv_handout_init(struct mkv_handout *h);

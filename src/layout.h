@@ -114,7 +114,8 @@ struct mkv_state {
 	uint64_t reserved0[4];
 	struct mkv_lease lease;
 	uint32_t doorbell;     /* coherent pools: clients bump it and wake the holder (futex) */
-	uint32_t reserved1[15];
+	uint32_t bell_sleepers; /* coherent pools: holder threads asleep on the doorbell */
+	uint32_t reserved1[14];
 };
 static_assert(sizeof(struct mkv_state) == 3 * MKV_CACHELINE, "three cachelines");
 
@@ -188,7 +189,7 @@ struct mkv_slot {
 	uint64_t posted;       /* requests posted, counted after each (the holder's hint) */
 	uint64_t snap;         /* non-coherent pools: no newer than any registry snapshot
 	                        * the owner reads (regsnap.c); 0 none */
-	uint64_t reserved1[1];
+	uint64_t sleepers;     /* coherent pools: the owner's threads asleep on completed */
 	/* third cacheline: written by the lease holder */
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t revoked;      /* incarnation of the last claim revoked (its owner judged dead) */

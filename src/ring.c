@@ -4,10 +4,14 @@
  *
  * Each client slot owns MKV_RQ_DEPTH request entries in `super`.  A client
  * fills an entry, stores its sequence number last, rings the doorbell
- * (a futex on the shared mapping) and sleeps on its slot's completion
+ * (a futex on the shared mapping) and waits on its slot's completion
  * counter.  The holder collects every pending entry of every slot, commits
  * them in one registry txn, writes each answer with the sequence number it
- * answers, bumps the completion counters and wakes the clients.  An answer
+ * answers, bumps the completion counters and wakes the clients.  In a
+ * coherent pool both sides poll a while before they sleep (mkv_rq_spin()),
+ * and each wakes the other only if it sleeps: holder threads count
+ * themselves asleep on the doorbell in state->bell_sleepers, a client its
+ * threads asleep on the counter in its slot's sleepers.  An answer
  * carries its sequence number, so a late answer from a holder that lost
  * the lease can never be taken for the answer to a newer request.  Across
  * hosts there are no shared futexes: waits are bounded and re-check.
@@ -34,6 +38,70 @@
 #define POLL_MIN_NS (20 * 1000ULL)
 #define POLL_MAX_NS (1000 * 1000ULL)
 
+/*
+ * Coherent pools: how long a waiter polls before it sleeps on a futex.  An
+ * awake holder answers in a few us; a futex wake-up alone costs tens of
+ * us, on each side of a round trip.
+ */
+#define SPIN_NS (50 * 1000ULL)
+
+/*
+ * A look in a spin that comes this long after the one before means the
+ * spinner lost its CPU meanwhile: more threads want to run than there are
+ * cores, and spinning would keep the one it waits for off its core.
+ */
+#define SPIN_LATE_NS (10 * 1000ULL)
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+/*
+ * Whether a wait that started at start (CLOCK_MONOTONIC ns) and ends now
+ * was short enough for a spin to have seen its end: the next wait like it
+ * spins only then.  Where waits are long (a busy holder, more runnable
+ * threads than cores) nobody spins, and a wait that ends in its spin
+ * keeps the next one spinning.
+ */
+bool
+mkv_rq_quick(uint64_t start)
+{
+	return mkv_clock_now() - start < SPIN_NS;
+}
+
+/*
+ * If quick (mkv_rq_quick() of the last wait like this one), poll *word
+ * until it is no longer val, at most until SPIN_NS from start and never
+ * past end; whether it changed.  A spinner that finds it was descheduled
+ * (SPIN_LATE_NS) stops and sleeps.  Non-coherent pools do not spin: their
+ * waits poll with invalidations, slice by slice (mkv_rq_poll_next()).
+ */
+bool
+mkv_rq_spin(const struct mkv_pool *p, const uint32_t *word, uint32_t val, uint64_t start,
+		uint64_t end, bool quick)
+{
+	uint64_t now = mkv_clock_now(), last = now;
+
+	if (p->noncoherent || !quick)
+		return false;
+	if (start + SPIN_NS < end)
+		end = start + SPIN_NS;
+	for (; now < end && now - last < SPIN_LATE_NS; last = now, now = mkv_clock_now()) {
+		for (int i = 0; i < 64; i++) {
+			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != val)
+				return true;
+			cpu_relax();
+		}
+	}
+	return false;
+}
+
 uint64_t
 mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice)
 {
@@ -44,8 +112,8 @@ mkv_rq_poll_next(const struct mkv_pool *p, uint64_t slice)
 	return slice >= POLL_MAX_NS / 2 ? POLL_MAX_NS : 2 * slice;
 }
 
-int
-mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+static int
+futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 {
 	struct timespec ts = { (time_t)(timeout_ns / 1000000000ULL),
 			(long)(timeout_ns % 1000000000ULL) };
@@ -53,9 +121,10 @@ mkv_rq_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 	return (int)syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-void
-mkv_rq_futex_wake(uint32_t *addr)
+static void
+futex_wake(struct mkv_pool *p, uint32_t *addr)
 {
+	__atomic_add_fetch(&p->rq.wakes, 1, __ATOMIC_RELAXED);
 	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -133,12 +202,18 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 {
 	struct mkv_rq *e = entry(p, p->slot, idx);
 	uint32_t *completed = &p->slots[p->slot].completed;
-	uint64_t slice = mkv_rq_poll_next(p, 0), waited = 0;
+	uint64_t *sleepers = &p->slots[p->slot].sleepers;
+	uint64_t slice = mkv_rq_poll_next(p, 0), waited = 0, start = mkv_clock_now();
+	/* a hint, shared by the handle's threads */
+	bool quick = __atomic_load_n(&p->rq.quick, __ATOMIC_RELAXED), waited_any = false;
 
 	for (;;) {
 		uint32_t c = __atomic_load_n(completed, __ATOMIC_SEQ_CST);
 
 		if (answered(p, e, seq)) {
+			/* an answer there at the first look tells nothing of a spin */
+			if (waited_any)
+				__atomic_store_n(&p->rq.quick, mkv_rq_quick(start), __ATOMIC_RELAXED);
 			a->seq = seq;
 			a->result = (int32_t)(uint32_t)__atomic_load_n(&e->done, __ATOMIC_ACQUIRE);
 			a->ext.npages = e->npages;
@@ -151,7 +226,18 @@ await_answer(struct mkv_pool *p, unsigned idx, uint32_t seq, struct mkv_answer *
 		}
 		if (mkv_clock_now() >= deadline)
 			return false;
-		mkv_rq_futex_wait(completed, c, slice);
+		waited_any = true;
+		if (mkv_rq_spin(p, completed, c, start, deadline, quick))
+			continue;
+		if (p->noncoherent) {
+			futex_wait(completed, c, slice);
+		} else {
+			/* counted before the counter's last look: see mkv_rq_post() */
+			__atomic_add_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(completed, __ATOMIC_SEQ_CST) == c)
+				futex_wait(completed, c, slice);
+			__atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
+		}
 		if (answered(p, e, seq))
 			continue;
 		/* the lease is looked at every WAIT_SLICE_NS, however the wait is sliced */
@@ -261,14 +347,55 @@ mkv_rq_doorbell(const struct mkv_pool *p)
 	return &p->state->doorbell;
 }
 
-void
-mkv_rq_ring(struct mkv_pool *p)
+/*
+ * Ring the doorbell; unless always, the futex wake-up only if a holder
+ * thread counts itself asleep on it (mkv_rq_bell_sleep()).  Both sides add
+ * or store before they look at the other's word, all seq_cst: either the
+ * sleeper's last look sees the new ring, or this look sees the sleeper.
+ */
+static void
+ring(struct mkv_pool *p, bool always)
 {
 	uint32_t *bell = mkv_rq_doorbell(p);
 
 	__atomic_add_fetch(bell, 1, __ATOMIC_SEQ_CST);
 	mkv_share_wb(p, bell, sizeof(*bell));
-	mkv_rq_futex_wake(bell);
+	if (always || p->noncoherent ||
+	    __atomic_load_n(&p->state->bell_sleepers, __ATOMIC_SEQ_CST))
+		futex_wake(p, bell);
+}
+
+/*
+ * Ring with a wake-up whatever the count says: the holder's own calls,
+ * rare, and a waiting client's every WAIT_SLICE_NS, which also wakes a
+ * holder of an older version that sleeps without counting itself.
+ */
+void
+mkv_rq_ring(struct mkv_pool *p)
+{
+	ring(p, true);
+}
+
+/*
+ * Holder: sleep on the doorbell while it still reads bell, at most
+ * timeout_ns, counted in the state's bell_sleepers meanwhile.  A count,
+ * not a flag: a fenced holder waking while the new one sleeps cannot
+ * uncount it, and one killed asleep leaves the count above the sleepers
+ * there are, which costs wake-ups nobody waits for, never one missed.
+ */
+void
+mkv_rq_bell_sleep(struct mkv_pool *p, uint32_t bell, uint64_t timeout_ns)
+{
+	uint32_t *db = mkv_rq_doorbell(p);
+
+	if (p->noncoherent) {
+		futex_wait(db, bell, timeout_ns);
+		return;
+	}
+	__atomic_add_fetch(&p->state->bell_sleepers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(db, __ATOMIC_SEQ_CST) == bell)
+		futex_wait(db, bell, timeout_ns);
+	__atomic_sub_fetch(&p->state->bell_sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -369,7 +496,7 @@ mkv_rq_submit(struct mkv_pool *p, const struct mkv_req *r, bool async, unsigned 
 	__atomic_add_fetch(&p->slots[p->slot].posted, 1, __ATOMIC_SEQ_CST);
 	/* named: a test stops a client right after it (t/check_leasesites.c) */
 	mkv_share_wb_at(p, &p->slots[p->slot].posted, sizeof(uint64_t), MKV_SITE_NAMED(posted));
-	mkv_rq_ring(p);
+	ring(p, false);
 	return 0;
 }
 
@@ -476,11 +603,25 @@ mkv_rq_collect(struct mkv_pool *p, struct mkv_req *reqs, unsigned max, uint64_t 
 	return n;
 }
 
-/* Holder: write the answers, then wake their clients. */
+/* A client that polls or has not waited yet sees the count (await_answer()). */
+static void
+slot_wake(struct mkv_pool *p, uint32_t s)
+{
+	if (p->noncoherent || __atomic_load_n(&p->slots[s].sleepers, __ATOMIC_SEQ_CST))
+		futex_wake(p, &p->slots[s].completed);
+}
+
+/*
+ * Holder: write the answers (n >= 1), then count them and wake their clients.
+ * Where persistence goes by pages (msync) the answers are persisted in one
+ * call, and then the counts in one, not one call each.
+ */
 void
 mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 {
-	uint32_t last = UINT32_MAX;
+	bool paged = !p->noncoherent && p->super.page_granular;
+	uint32_t last = UINT32_MAX, rq_lo = reqs[0].rq, rq_hi = rq_lo, s_lo = reqs[0].slot,
+			s_hi = s_lo;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct mkv_rq *e = &p->rqs[reqs[i].rq];
@@ -491,8 +632,17 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		__atomic_store_n(&e->out_npages, reqs[i].ext.npages, __ATOMIC_RELAXED);
 		__atomic_store_n(&e->done, ((uint64_t)reqs[i].seq << 32) | (uint32_t)reqs[i].result,
 				__ATOMIC_RELEASE);
-		mkv_share_persist(p, &e->done, 3 * sizeof(uint64_t));
+		if (!paged)
+			mkv_share_persist(p, &e->done, 3 * sizeof(uint64_t));
+		rq_lo = reqs[i].rq < rq_lo ? reqs[i].rq : rq_lo;
+		rq_hi = reqs[i].rq > rq_hi ? reqs[i].rq : rq_hi;
+		s_lo = reqs[i].slot < s_lo ? reqs[i].slot : s_lo;
+		s_hi = reqs[i].slot > s_hi ? reqs[i].slot : s_hi;
 	}
+	if (paged)
+		mkv_share_persist(p, &p->rqs[rq_lo].done,
+				(size_t)((const char *)&p->rqs[rq_hi].done -
+				(const char *)&p->rqs[rq_lo].done) + 3 * sizeof(uint64_t));
 	/* reqs come slot by slot, in order: wake each slot once */
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t s = reqs[i].slot;
@@ -508,9 +658,20 @@ mkv_rq_post(struct mkv_pool *p, const struct mkv_req *reqs, unsigned n)
 		mkv_share_inval_at(p, &p->slots[s].completed, MKV_CACHELINE,
 				MKV_SITE_NAMED(answers_counted));
 		__atomic_add_fetch(&p->slots[s].completed, 1, __ATOMIC_SEQ_CST);
+		if (paged)
+			continue;
 		mkv_share_persist(p, &p->slots[s].completed, sizeof(uint32_t));
-		mkv_rq_futex_wake(&p->slots[s].completed);
+		slot_wake(p, s);
 	}
+	if (!paged)
+		return;
+	mkv_share_persist(p, &p->slots[s_lo].completed,
+			(size_t)((const char *)&p->slots[s_hi].completed -
+			(const char *)&p->slots[s_lo].completed) + sizeof(uint32_t));
+	last = UINT32_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (reqs[i].slot != last)
+			slot_wake(p, last = reqs[i].slot);
 }
 
 /* Requests of a client slot not answered yet. */

@@ -15,8 +15,12 @@
  * "b" submit into their own slots, and the test collects and posts as
  * the holder would.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "unitutil.h"
@@ -26,6 +30,8 @@
 #define SHORT_NS (60 * 1000000ULL)
 /* A wait that is to succeed: far longer than the test needs. */
 #define LONG_NS (10 * 1000000000ULL)
+/* The slices of a client's wait for its answer (ring.c's WAIT_SLICE_NS). */
+#define SLICE_NS (20 * 1000000ULL)
 
 static struct mkv_pool *a, *b;
 
@@ -407,6 +413,167 @@ START_TEST(test_async_answers_are_kept)
 }
 END_TEST
 
+struct sleeper {
+	struct mkv_pool *p;
+	uint32_t bell;            /* the doorbell as the holder last saw it */
+	unsigned idx;             /* or the request whose answer is awaited */
+	uint32_t seq;
+	pid_t tid;
+	uint64_t t0;              /* CLOCK_MONOTONIC ns before the wait began */
+	uint64_t slept_ns;
+	int rc;
+};
+
+/* The scheduler's state of thread tid of this process: 'S' while it sleeps. */
+static char
+thread_state(pid_t tid)
+{
+	char path[64], buf[256], *st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	ck_assert_ptr_nonnull(st = strrchr(buf, ')'));
+	return st[2];
+}
+
+/*
+ * Until the sleeper's thread is counted asleep, on the doorbell (holder)
+ * or on its slot's answers, and sleeps: once counted, the futex wait is
+ * the only place where it may block.  A bounded wait.
+ */
+static void
+await_asleep(struct sleeper *s, bool holder)
+{
+	double end = tu_now() + 10;
+
+	for (;;) {
+		pid_t tid = __atomic_load_n(&s->tid, __ATOMIC_SEQ_CST);
+		uint64_t n = holder ?
+				__atomic_load_n(&s->p->state->bell_sleepers, __ATOMIC_SEQ_CST) :
+				__atomic_load_n(&s->p->slots[s->p->slot].sleepers, __ATOMIC_SEQ_CST);
+
+		if (tid && n == 1 && thread_state(tid) == 'S')
+			return;
+		ck_assert_msg(tu_now() < end, "the thread never slept");
+		mkv_clock_sleep(100 * 1000ULL);
+	}
+}
+
+/* A holder's sleep on the doorbell, for far longer than the test lasts. */
+static void *
+holder_sleeps(void *arg)
+{
+	struct sleeper *s = arg;
+	uint64_t t0 = mkv_clock_now();
+
+	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
+	mkv_rq_bell_sleep(s->p, s->bell, LONG_NS);
+	s->slept_ns = mkv_clock_now() - t0;
+	return NULL;
+}
+
+/* A client's wait for its answer. */
+static void *
+client_sleeps(void *arg)
+{
+	struct sleeper *s = arg;
+	struct mkv_req r;
+
+	s->t0 = mkv_clock_now();
+	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
+	s->rc = mkv_rq_wait(s->p, s->idx, s->seq, &r, LONG_NS, false);
+	return NULL;
+}
+
+/*
+ * A submit makes the futex call that wakes the holder only while a holder
+ * sleeps on the doorbell (coherent pools; across hosts every submit makes
+ * it, for the processes of its own host).  No holder asleep, no wake-up:
+ * it finds the doorbell moved when it looks before it sleeps.  A holder
+ * asleep is woken by the submit, not by its own timeout.
+ */
+START_TEST(test_a_submit_wakes_only_a_sleeping_holder)
+{
+	struct mkv_req r = publish_req("bell", 1), got[MKV_MAX_BATCH];
+	uint64_t wakes = a->rq.wakes;
+	struct sleeper s = { .p = b };
+	pthread_t t;
+	unsigned idx;
+
+	ck_assert_uint_eq(a->state->bell_sleepers, 0);
+	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++)
+		submit(a, &r, true, &idx);
+	ck_assert_uint_eq(a->rq.wakes - wakes, a->noncoherent ? MKV_RQ_DEPTH : 0);
+	collect(got, MKV_RQ_DEPTH);
+	for (unsigned i = 0; i < MKV_RQ_DEPTH; i++)
+		got[i].result = 0;
+	mkv_rq_post(b, got, MKV_RQ_DEPTH);
+	if (a->noncoherent)
+		return;
+
+	s.bell = __atomic_load_n(mkv_rq_doorbell(b), __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(pthread_create(&t, NULL, holder_sleeps, &s), 0);
+	await_asleep(&s, true);
+	wakes = a->rq.wakes;
+	submit(a, &r, true, &idx);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_uint_eq(a->rq.wakes - wakes, 1);
+	ck_assert_msg(s.slept_ns < LONG_NS, "the holder slept %.3f s", s.slept_ns / 1e9);
+	ck_assert_uint_eq(a->state->bell_sleepers, 0);
+}
+END_TEST
+
+/*
+ * An answer makes the futex call that wakes its client only while one of
+ * the client's threads sleeps on its slot's counter (coherent pools).  A
+ * client asleep is sure to be in its first futex wait when the answer
+ * comes only if it comes within the wait's first 20 ms slice: after that
+ * it may be between slices, uncounted.  A round stalled that long (a
+ * loaded machine) proves nothing, and is tried again.
+ */
+START_TEST(test_an_answer_wakes_only_a_sleeping_client)
+{
+	struct mkv_req r = publish_req("answer", 1), got[MKV_MAX_BATCH];
+	struct sleeper s = { .p = a };
+	uint64_t wakes, t1;
+	unsigned idx;
+	uint32_t seq = submit(a, &r, false, &idx);
+	pthread_t t;
+
+	collect(got, 1);
+	got[0].result = 0;
+	wakes = b->rq.wakes;
+	mkv_rq_post(b, got, 1);
+	ck_assert_uint_eq(b->rq.wakes - wakes, a->noncoherent ? 1 : 0);
+	ck_assert_int_eq(mkv_rq_wait(a, idx, seq, &r, LONG_NS, false), 0);
+	if (a->noncoherent)
+		return;
+
+	for (unsigned tries = 1;; tries++) {
+		s.tid = 0;
+		s.seq = submit(a, &r, false, &s.idx);
+		ck_assert_int_eq(pthread_create(&t, NULL, client_sleeps, &s), 0);
+		await_asleep(&s, false);
+		collect(got, 1);
+		got[0].result = 0;
+		wakes = b->rq.wakes;
+		mkv_rq_post(b, got, 1);
+		t1 = mkv_clock_now();
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_assert_int_eq(s.rc, 0);
+		ck_assert_uint_eq(a->slots[a->slot].sleepers, 0);
+		if (t1 - s.t0 < SLICE_NS) {
+			ck_assert_uint_eq(b->rq.wakes - wakes, 1);
+			break;
+		}
+		ck_assert_msg(tries < 20, "every round took longer than a slice");
+	}
+}
+END_TEST
+
 static Suite *
 ring_suite(void)
 {
@@ -425,6 +592,8 @@ ring_suite(void)
 	tcase_add_test(tc, test_every_entry_busy_the_next_submit_times_out);
 	tcase_add_test(tc, test_an_abandoned_request_keeps_its_entry);
 	tcase_add_test(tc, test_async_answers_are_kept);
+	tcase_add_test(tc, test_a_submit_wakes_only_a_sleeping_holder);
+	tcase_add_test(tc, test_an_answer_wakes_only_a_sleeping_client);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -125,7 +125,10 @@ rc=$?
 check "bench register exits 0 (got $rc)" test "$rc" -eq 0
 check "bench register is quiet on stderr" test ! -s "$tmp/reg.err"
 check "bench register has its columns" grep -Eq \
-	'^writers +marukv sync +marukv async\(8\) +raw LMDB +sync/LMDB +async/LMDB$' "$tmp/reg.out"
+	'^writers +marukv sync +marukv async\(8\) +raw LMDB +holder.s own +sync/LMDB +async/LMDB +sync/holder$' \
+	"$tmp/reg.out"
+check "bench register has its CPU table" grep -Eq \
+	'^writers +marukv sync +marukv async\(8\) +raw LMDB +holder.s own *$' "$tmp/reg.out"
 check "bench register has rows for 1 and 2 writers" \
 	test "$(sed -n 's/^ *\([12]\)  *[0-9][0-9]* (.*/\1/p' "$tmp/reg.out" | tr '\n' ' ')" = "1 2 "
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/reg.err" ] || show "$tmp/reg.out" "$tmp/reg.err"
@@ -137,11 +140,13 @@ check "bench register left no scratch directory" \
 rc=$?
 check "bench register --json exits 0 (got $rc)" test "$rc" -eq 0
 for k in command dir keys value_size window repeat seed rows writers marukv_sync \
-	marukv_async lmdb ratio_sync_lmdb ratio_async_lmdb; do
+	marukv_async lmdb marukv_holder cpu_us ratio_sync_lmdb ratio_async_lmdb \
+	ratio_sync_holder; do
 	check "bench register --json has \"$k\"" grep -q "\"$k\": " "$tmp/reg.json"
 done
 check "bench register --json medians are integers" grep -Eq \
-	'"marukv_sync": \{ "median": [0-9]+, "min": [0-9]+, "max": [0-9]+ \}' "$tmp/reg.json"
+	'"marukv_sync": \{ "median": [0-9]+, "min": [0-9]+, "max": [0-9]+, "cpu_us": [0-9.]+ \}' \
+	"$tmp/reg.json"
 
 "$bench" takeover --trials 2 --period-ms 200 --dir "$tmp" >"$tmp/to.out" 2>"$tmp/to.err"
 rc=$?

@@ -18,11 +18,18 @@
  * of a row reads from its pool (peer_entry_len()), big-endian page -> key
  * in "pages", commit with LMDB's default (synchronous) flags.
  *
+ * holder: the parent itself, which holds the lease, publishes as many
+ * keys as one sync writer, committing them in its own thread: what a
+ * forwarded sync publish is measured against.
+ *
  * Every writer gets ready (open, buffers), then all start together; a
  * run's rate is the registrations of all writers over the time from the
- * start to the last writer's end.  Each (writers, repeat) runs the three
- * modes back to back on fresh files; figures are medians over the repeats
- * and the ratios are medians of per-repeat ratios.
+ * start to the last writer's end.  Its CPU time per registration is the
+ * user and system time of the parent (the lease holder's thread) and of
+ * the writers, from getrusage, over the registrations.  Each (writers,
+ * repeat) runs the four modes back to back on fresh files; figures are
+ * medians over the repeats and the ratios are medians of per-repeat
+ * ratios.
  */
 #include <marukv.h>
 
@@ -35,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -45,9 +53,10 @@
 #define MAX_ROWS 16
 #define PAGE BENCH_PAGE
 
-enum mode { M_SYNC, M_ASYNC, M_LMDB, M_COUNT };
+enum mode { M_SYNC, M_ASYNC, M_LMDB, M_HOLDER, M_COUNT };
 
-static const char *const mode_name[M_COUNT] = { "marukv_sync", "marukv_async", "lmdb" };
+static const char *const mode_name[M_COUNT] = { "marukv_sync", "marukv_async", "lmdb",
+	"marukv_holder" };
 
 struct reg_opts {
 	uint64_t writers[MAX_ROWS];
@@ -151,11 +160,10 @@ static int ticket_wait(struct mkv_pool *pool, struct mkv_ticket *t, uint64_t win
 	return 0;
 }
 
-static void writer_mkv(const struct reg_opts *o, const char *path, uint64_t idx, int async,
-		struct gate *g, struct wshared *sh)
+/* Writer idx's keys into pool; w->status tells whether they all went in. */
+static void publish_keys(const struct reg_opts *o, struct mkv_pool *pool, uint64_t idx,
+		int async, struct wout *w)
 {
-	struct wout *w = &sh->out[idx];
-	struct mkv_pool *pool = NULL;
 	struct mkv_ticket *t = calloc(o->window, sizeof(*t));
 	void *val = value_make(o, idx);
 	uint64_t head = 0, inflight = 0;
@@ -165,13 +173,6 @@ static void writer_mkv(const struct reg_opts *o, const char *path, uint64_t idx,
 		wfail(w, "writer", "out of memory");
 		goto out;
 	}
-	rc = mkv_pool_open(path, 0, NULL, &pool);
-	if (rc < 0) {
-		wfail(w, "mkv_pool_open", mkv_why(rc));
-		goto out;
-	}
-	if (gate_ready(g) < 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
-		goto out;
 	for (uint64_t i = 0; i < o->keys; i++) {
 		uint8_t key[BENCH_KEY_LEN];
 		struct mkv_buf buf;
@@ -207,9 +208,22 @@ static void writer_mkv(const struct reg_opts *o, const char *path, uint64_t idx,
 			goto out;
 	w->t_end = now_ns();
 out:
-	mkv_pool_close(&pool);
 	free(t);
 	free(val);
+}
+
+static void writer_mkv(const struct reg_opts *o, const char *path, uint64_t idx, int async,
+		struct gate *g, struct wshared *sh)
+{
+	struct wout *w = &sh->out[idx];
+	struct mkv_pool *pool = NULL;
+	int rc = mkv_pool_open(path, 0, NULL, &pool);
+
+	if (rc < 0)
+		wfail(w, "mkv_pool_open", mkv_why(rc));
+	else if (gate_ready(g) == 0 && !__atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
+		publish_keys(o, pool, idx, async, w);
+	mkv_pool_close(&pool);
 	_exit(w->status ? EXIT_ERR : EXIT_OK);
 }
 
@@ -300,13 +314,32 @@ struct run {
 	const char *envfile, *datafile;  /* LMDB */
 };
 
+/* What a run measured: registrations per second, CPU us per registration. */
+struct result {
+	double rate, cpu_us;
+};
+
+/* User and system time of this process and of its reaped children, in ns. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage self, kids;
+
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	return (uint64_t)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+			kids.ru_stime.tv_sec) * 1000000000ULL +
+		(uint64_t)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+			kids.ru_stime.tv_usec) * 1000ULL;
+}
+
 /*
  * Fork the writers, start them together, reap them; the rate of the run
- * in registrations per second.  EXIT_OK or EXIT_ERR (reported).
+ * and its CPU time, the writers' whole lives included.  EXIT_OK or
+ * EXIT_ERR (reported).
  */
-static int run_writers(const struct run *r, double *rate)
+static int run_writers(const struct run *r, struct result *res)
 {
-	uint64_t n = r->gm->writers, forked = 0, t0 = 0, tmax = 0, total = 0;
+	uint64_t n = r->gm->writers, forked = 0, t0 = 0, tmax = 0, total = 0, c0 = cpu_ns();
 	size_t shlen = sizeof(struct wshared) + n * sizeof(struct wout);
 	struct wshared *sh = shared_alloc(shlen);
 	pid_t *pids = calloc(n, sizeof(*pids));
@@ -366,16 +399,35 @@ static int run_writers(const struct run *r, double *rate)
 				" registrations done\n", mode_name[r->mode], total, n * r->o->keys);
 		status = EXIT_ERR;
 	}
-	if (status == EXIT_OK)
-		*rate = (double)total * 1e9 / (double)(tmax - t0);
+	if (status == EXIT_OK) {
+		res->rate = (double)total * 1e9 / (double)(tmax - t0);
+		res->cpu_us = (double)(cpu_ns() - c0) / 1e3 / (double)total;
+	}
 	shared_free(sh, shlen);
 	free(pids);
 	return status;
 }
 
-static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
-		const char *dir, double *rate)
+/* The holder's own sync publishes, as many as one writer's. */
+static int run_holder(const struct reg_opts *o, struct mkv_pool *pool, struct result *res)
 {
+	struct wout w = { 0 };
+	uint64_t c0 = cpu_ns(), t0 = now_ns();
+
+	publish_keys(o, pool, 0, 0, &w);
+	if (w.status) {
+		fprintf(stderr, PROG " " CMD ": %s: %s\n", mode_name[M_HOLDER], w.msg);
+		return EXIT_ERR;
+	}
+	res->rate = (double)o->keys * 1e9 / (double)(w.t_end - t0);
+	res->cpu_us = (double)(cpu_ns() - c0) / 1e3 / (double)o->keys;
+	return EXIT_OK;
+}
+
+static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
+		const char *dir, struct result *res)
+{
+	uint64_t expect = mode == M_HOLDER ? o->keys : gm->writers * o->keys;
 	struct mkv_pool *pool = NULL;
 	struct mkv_stat st;
 	char *path = path_join(dir, "pool");
@@ -401,17 +453,16 @@ static int run_marukv(const struct reg_opts *o, struct geom *gm, enum mode mode,
 		goto out;
 	}
 	gm->registry_size = st.registry_size;
-	status = run_writers(&r, rate);
+	status = mode == M_HOLDER ? run_holder(o, pool, res) : run_writers(&r, res);
 	if (status != EXIT_OK)
 		goto out;
 	rc = mkv_pool_stat(pool, &st);
 	if (rc) {
 		fprintf(stderr, PROG " " CMD ": %s: %s\n", path, mkv_why(rc));
 		status = EXIT_ERR;
-	} else if (st.entries != gm->writers * o->keys) {
+	} else if (st.entries != expect) {
 		fprintf(stderr, PROG " " CMD ": %s: %" PRIu64 " entries after %" PRIu64
-				" acknowledged publishes\n", mode_name[mode], st.entries,
-				gm->writers * o->keys);
+				" acknowledged publishes\n", mode_name[mode], st.entries, expect);
 		status = EXIT_VERIFY;
 	} else if (!gm->entry_len) {
 		uint8_t key[BENCH_KEY_LEN];
@@ -429,7 +480,7 @@ out:
 
 
 static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char *dir,
-		double *rate)
+		struct result *res)
 {
 	char *envfile = path_join(dir, "registry.mdb"), *datafile = path_join(dir, "data");
 	struct run r = { .o = o, .gm = gm, .mode = M_LMDB, .envfile = envfile,
@@ -465,7 +516,7 @@ static int run_lmdb(const struct reg_opts *o, const struct geom *gm, const char 
 		fprintf(stderr, PROG " " CMD ": %s: %s\n", datafile, strerror(rc));
 		goto out;
 	}
-	status = run_writers(&r, rate);
+	status = run_writers(&r, res);
 	if (status != EXIT_OK)
 		goto out;
 	if ((rc = peer_env(envfile, gm->registry_size, MDB_RDONLY, &env)) ||
@@ -498,7 +549,8 @@ out:
 }
 
 /* One mode of one repeat, in a scratch directory of its own. */
-static int run_one(const struct reg_opts *o, struct geom *gm, enum mode mode, double *rate)
+static int run_one(const struct reg_opts *o, struct geom *gm, enum mode mode,
+		struct result *res)
 {
 	char *dir = scratch_dir(o->dir, CMD);
 	int status;
@@ -506,9 +558,9 @@ static int run_one(const struct reg_opts *o, struct geom *gm, enum mode mode, do
 	if (!dir)
 		return EXIT_ERR;
 	if (mode == M_LMDB)
-		status = run_lmdb(o, gm, dir, rate);
+		status = run_lmdb(o, gm, dir, res);
 	else
-		status = run_marukv(o, gm, mode, dir, rate);
+		status = run_marukv(o, gm, mode, dir, res);
 	if (scratch_remove(dir, CMD) < 0 && status == EXIT_OK)
 		status = EXIT_ERR;
 	free(dir);
@@ -517,10 +569,15 @@ static int run_one(const struct reg_opts *o, struct geom *gm, enum mode mode, do
 
 /* ---- results -------------------------------------------------------------------- */
 
+/* The ratios of a row: marukv sync and async against LMDB, sync against the holder's own. */
+enum ratio { R_SYNC_LMDB, R_ASYNC_LMDB, R_SYNC_HOLDER, R_COUNT };
+
+static const char *const ratio_name[R_COUNT] = { "ratio_sync_lmdb", "ratio_async_lmdb",
+	"ratio_sync_holder" };
+
 struct row {
 	uint64_t writers;
-	struct summary rate[M_COUNT];
-	struct summary ratio_sync, ratio_async;
+	struct summary rate[M_COUNT], cpu[M_COUNT], ratio[R_COUNT];
 };
 
 static void range(char *buf, size_t len, const struct summary *s)
@@ -536,14 +593,27 @@ static void print_text(const struct reg_opts *o, const struct row *rows, size_t 
 			" run%s per row, %s; registrations/s: median (min..max)\n",
 			o->keys, o->value_size, o->repeat, o->repeat == 1 ? "" : "s", o->dir);
 	snprintf(async, sizeof(async), "marukv async(%" PRIu64 ")", o->window);
-	printf("%7s  %-26s %-26s %-26s %9s %10s\n", "writers", "marukv sync", async,
-			"raw LMDB", "sync/LMDB", "async/LMDB");
+	printf("%7s  %-22s %-22s %-22s %-22s %9s %10s %11s\n", "writers", "marukv sync", async,
+			"raw LMDB", "holder's own", "sync/LMDB", "async/LMDB", "sync/holder");
 	for (size_t i = 0; i < n; i++) {
 		for (int m = 0; m < M_COUNT; m++)
 			range(col[m], sizeof(col[m]), &rows[i].rate[m]);
-		printf("%7" PRIu64 "  %-26s %-26s %-26s %9.2f %10.2f\n", rows[i].writers,
-				col[M_SYNC], col[M_ASYNC], col[M_LMDB], rows[i].ratio_sync.median,
-				rows[i].ratio_async.median);
+		printf("%7" PRIu64 "  %-22s %-22s %-22s %-22s %9.2f %10.2f %11.2f\n",
+				rows[i].writers, col[M_SYNC], col[M_ASYNC], col[M_LMDB],
+				col[M_HOLDER], rows[i].ratio[R_SYNC_LMDB].median,
+				rows[i].ratio[R_ASYNC_LMDB].median,
+				rows[i].ratio[R_SYNC_HOLDER].median);
+	}
+	printf("\nCPU time per registration, us (user + system, every process): median (min..max)\n");
+	printf("%7s  %-22s %-22s %-22s %-22s\n", "writers", "marukv sync", async, "raw LMDB",
+			"holder's own");
+	for (size_t i = 0; i < n; i++) {
+		for (int m = 0; m < M_COUNT; m++)
+			snprintf(col[m], sizeof(col[m]), "%.1f (%.1f..%.1f)",
+					rows[i].cpu[m].median, rows[i].cpu[m].min,
+					rows[i].cpu[m].max);
+		printf("%7" PRIu64 "  %-22s %-22s %-22s %-22s\n", rows[i].writers, col[M_SYNC],
+				col[M_ASYNC], col[M_LMDB], col[M_HOLDER]);
 	}
 }
 
@@ -566,12 +636,14 @@ static void print_json(const struct reg_opts *o, const struct row *rows, size_t 
 			json_number(stdout, s->min, 0);
 			printf(", \"max\": ");
 			json_number(stdout, s->max, 0);
+			printf(", \"cpu_us\": ");
+			json_number(stdout, rows[i].cpu[m].median, 2);
 			printf(" }");
 		}
-		printf(",\n      \"ratio_sync_lmdb\": ");
-		json_number(stdout, rows[i].ratio_sync.median, 4);
-		printf(",\n      \"ratio_async_lmdb\": ");
-		json_number(stdout, rows[i].ratio_async.median, 4);
+		for (int r = 0; r < R_COUNT; r++) {
+			printf(",\n      \"%s\": ", ratio_name[r]);
+			json_number(stdout, rows[i].ratio[r].median, 4);
+		}
 		printf("\n    }");
 	}
 	printf("\n  ]\n}\n");
@@ -584,13 +656,14 @@ int cmd_register(int argc, char **argv)
 		.repeat = 5, .window = 8, .seed = 1, .dir = "/dev/shm",
 	};
 	struct row rows[MAX_ROWS];
-	double *v[M_COUNT + 2] = { NULL };
+	double *v[2 * M_COUNT + R_COUNT] = { NULL };
+	double **cpu = v + M_COUNT, **ratio = v + 2 * M_COUNT;
 	int rc, status = EXIT_OK;
 
 	rc = reg_parse(argc, argv, &o);
 	if (rc)
 		return rc > 0 ? EXIT_OK : EXIT_ERR;
-	for (int m = 0; m < M_COUNT + 2; m++)
+	for (int m = 0; m < 2 * M_COUNT + R_COUNT; m++)
 		if (!(v[m] = calloc(o.repeat, sizeof(double)))) {
 			fprintf(stderr, PROG " " CMD ": out of memory\n");
 			status = EXIT_ERR;
@@ -614,20 +687,28 @@ int cmd_register(int argc, char **argv)
 			gm.data_pages = 16 * gm.max_clients * gm.npages;
 		rows[i].writers = gm.writers;
 		for (uint64_t r = 0; r < o.repeat && status == EXIT_OK; r++) {
-			for (int m = 0; m < M_COUNT && status == EXIT_OK; m++)
-				status = run_one(&o, &gm, (enum mode)m, &v[m][r]);
+			for (int m = 0; m < M_COUNT && status == EXIT_OK; m++) {
+				struct result res = { 0 };
+
+				status = run_one(&o, &gm, (enum mode)m, &res);
+				v[m][r] = res.rate;
+				cpu[m][r] = res.cpu_us;
+			}
 			if (status == EXIT_OK) {
-				v[M_COUNT][r] = v[M_SYNC][r] / v[M_LMDB][r];
-				v[M_COUNT + 1][r] = v[M_ASYNC][r] / v[M_LMDB][r];
+				ratio[R_SYNC_LMDB][r] = v[M_SYNC][r] / v[M_LMDB][r];
+				ratio[R_ASYNC_LMDB][r] = v[M_ASYNC][r] / v[M_LMDB][r];
+				ratio[R_SYNC_HOLDER][r] = v[M_SYNC][r] / v[M_HOLDER][r];
 			}
 		}
 		if (status != EXIT_OK)
 			break;
 		rc = 0;
-		for (int m = 0; m < M_COUNT; m++)
+		for (int m = 0; m < M_COUNT; m++) {
 			rc |= summarize(v[m], o.repeat, &rows[i].rate[m]);
-		rc |= summarize(v[M_COUNT], o.repeat, &rows[i].ratio_sync);
-		rc |= summarize(v[M_COUNT + 1], o.repeat, &rows[i].ratio_async);
+			rc |= summarize(cpu[m], o.repeat, &rows[i].cpu[m]);
+		}
+		for (int r = 0; r < R_COUNT; r++)
+			rc |= summarize(ratio[r], o.repeat, &rows[i].ratio[r]);
 		if (rc < 0) {
 			fprintf(stderr, PROG " " CMD ": out of memory\n");
 			status = EXIT_ERR;
@@ -640,7 +721,7 @@ int cmd_register(int argc, char **argv)
 			print_text(&o, rows, o.nwriters);
 	}
 out:
-	for (int m = 0; m < M_COUNT + 2; m++)
+	for (int m = 0; m < 2 * M_COUNT + R_COUNT; m++)
 		free(v[m]);
 	return status;
 }
