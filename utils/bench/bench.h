@@ -13,6 +13,7 @@
 #ifndef MARUKV_BENCH_H
 #define MARUKV_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,8 +47,8 @@ int cmd_coherence(int argc, char **argv);
 
 /* CLOCK_MONOTONIC in nanoseconds: the same clock in every process. */
 uint64_t now_ns(void);
-/* The CPU time of this process, all its threads, in ns. */
-double cpu_ns(void);
+/* The CPU time of this process, all its threads, in ns; with children, theirs too. */
+double cpu_ns(bool children);
 /* Sleep for ns nanoseconds (restarted after signals). */
 void sleep_ns(uint64_t ns);
 /*

@@ -352,14 +352,14 @@ static int measure(struct crew *crew, struct worker *w, struct row *rows, struct
 	for (int op = 0; op < OP_COUNT; op++) {
 		for (int k = 0; k < M_COUNT; k++) {
 			enum mode m = (enum mode)((run + k) % M_COUNT);
-			double c0 = cpu_ns();
+			double c0 = cpu_ns(false);
 
 			if (op == OP_PUT_HOLDER ? measure_ops(w, OP_PUT_HOLDER, m) < 0 :
 			    crew_run(crew, (unsigned)(op * M_COUNT + m),
 					clients_op((enum op)op) ? W_COUNT : 1) < 0)
 				return -1;
 			if (op == OP_PUT_CLIENT)
-				cpu->med[m][run] = (cpu_ns() - c0) / (double)calls(w->o, op);
+				cpu->med[m][run] = (cpu_ns(false) - c0) / (double)calls(w->o, op);
 			if (summarize(w->sh->samples, calls(w->o, (enum op)op), &s) < 0) {
 				fprintf(stderr, PROG " " CMD ": out of memory\n");
 				return -1;

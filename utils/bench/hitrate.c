@@ -408,11 +408,11 @@ static int replay_publish(struct replay *rp, size_t r, size_t at, size_t n)
 
 	for (got = 0; got < n; got++) {
 		uint64_t t0 = now_ns();
-		double c0 = cpu_ns();
+		double c0 = cpu_ns(false);
 
 		rc = mkv_alloc(rp->pool, PAGE, &rp->bufs[got]);
 		rp->res->alloc_ns += now_ns() - t0;
-		rp->res->alloc_cpu_ns += cpu_ns() - c0;
+		rp->res->alloc_cpu_ns += cpu_ns(false) - c0;
 		rp->res->allocs++;
 		if (rc < 0)
 			break;

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -319,19 +318,6 @@ struct result {
 	double rate, cpu_us;
 };
 
-/* User and system time of this process and of its reaped children, in ns. */
-static uint64_t cpu_ns(void)
-{
-	struct rusage self, kids;
-
-	getrusage(RUSAGE_SELF, &self);
-	getrusage(RUSAGE_CHILDREN, &kids);
-	return (uint64_t)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
-			kids.ru_stime.tv_sec) * 1000000000ULL +
-		(uint64_t)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
-			kids.ru_stime.tv_usec) * 1000ULL;
-}
-
 /*
  * Fork the writers, start them together, reap them; the rate of the run
  * and its CPU time, the writers' whole lives included.  EXIT_OK or
@@ -339,7 +325,8 @@ static uint64_t cpu_ns(void)
  */
 static int run_writers(const struct run *r, struct result *res)
 {
-	uint64_t n = r->gm->writers, forked = 0, t0 = 0, tmax = 0, total = 0, c0 = cpu_ns();
+	uint64_t n = r->gm->writers, forked = 0, t0 = 0, tmax = 0, total = 0;
+	double c0 = cpu_ns(true);
 	size_t shlen = sizeof(struct wshared) + n * sizeof(struct wout);
 	struct wshared *sh = shared_alloc(shlen);
 	pid_t *pids = calloc(n, sizeof(*pids));
@@ -401,7 +388,7 @@ static int run_writers(const struct run *r, struct result *res)
 	}
 	if (status == EXIT_OK) {
 		res->rate = (double)total * 1e9 / (double)(tmax - t0);
-		res->cpu_us = (double)(cpu_ns() - c0) / 1e3 / (double)total;
+		res->cpu_us = (cpu_ns(true) - c0) / 1e3 / (double)total;
 	}
 	shared_free(sh, shlen);
 	free(pids);
@@ -412,7 +399,8 @@ static int run_writers(const struct run *r, struct result *res)
 static int run_holder(const struct reg_opts *o, struct mkv_pool *pool, struct result *res)
 {
 	struct wout w = { 0 };
-	uint64_t c0 = cpu_ns(), t0 = now_ns();
+	uint64_t t0 = now_ns();
+	double c0 = cpu_ns(true);
 
 	publish_keys(o, pool, 0, 0, &w);
 	if (w.status) {
@@ -420,7 +408,7 @@ static int run_holder(const struct reg_opts *o, struct mkv_pool *pool, struct re
 		return EXIT_ERR;
 	}
 	res->rate = (double)o->keys * 1e9 / (double)(w.t_end - t0);
-	res->cpu_us = (double)(cpu_ns() - c0) / 1e3 / (double)o->keys;
+	res->cpu_us = (cpu_ns(true) - c0) / 1e3 / (double)o->keys;
 	return EXIT_OK;
 }
 

@@ -20,14 +20,21 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The CPU time of this process, all its threads, in ns. */
-double cpu_ns(void)
+/*
+ * The CPU time of this process, all its threads, in ns; with children, that
+ * of its children reaped so far as well.
+ */
+double cpu_ns(bool children)
 {
-	struct rusage ru;
+	struct rusage ru, kids = { 0 };
 
 	getrusage(RUSAGE_SELF, &ru);
-	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
-		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+	if (children)
+		getrusage(RUSAGE_CHILDREN, &kids);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+			kids.ru_stime.tv_sec) * 1e9 +
+		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+			kids.ru_stime.tv_usec) * 1e3;
 }
 
 void sleep_ns(uint64_t ns)
