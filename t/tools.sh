@@ -355,15 +355,25 @@ if [ -n "$noredis" ]; then redis_lat=null; else redis_lat=$lat; fi
 
 bench_json lk lookup --keys 256 --readers 1,2 --ops 200 --chain 16 --prefix-ops 20 --repeat 2
 check "bench lookup --json has the documented keys, in order" test "$(json_keys "$tmp/lk.json")" \
-	= "command dir value_size ops chain prefix_ops repeat seed redis clock_ns rows "
+	= "command dir value_size ops chain prefix_ops repeat seed redis clock_ns rows pools "
 check "bench lookup --json has a row for 1 and for 2 readers, each with every figure" test \
 	"$(grep -Ec "^    \\{ \"keys\": 256, \"readers\": [12], \"marukv_exists\": $lat, \"marukv_get\": $lat, \"lmdb_exists\": $lat, \"lmdb_get\": $lat, \"redis_get\": $redis_lat, \"marukv_prefix\": $plat, \"lmdb_prefix\": $plat, \"ratio_exists_lmdb\": [0-9.]+, \"ratio_get_lmdb\": [0-9.]+, \"ratio_redis_get\": ([0-9.]+|null), \"ratio_prefix_lmdb\": [0-9.]+ \\},?\$" \
 		"$tmp/lk.json")" = 2
+lk_pool=$(grep -Eo '^    \{ "keys": 256, "fill_s": [0-9.]+, "registry_bytes": [0-9]+, "registry_bytes_per_key": [0-9.]+, "lmdb_bytes": [0-9]+, "lmdb_bytes_per_key": [0-9.]+, "open_ns": [0-9]+ \}$' \
+	"$tmp/lk.json")
+check "bench lookup --json has the pool's fill, registry and open figures" test -n "$lk_pool"
+# A registry holds at least the keys, and no more than a few LMDB pages per key here.
+lk_perkey=$(printf '%s\n' "$lk_pool" | sed 's/.*"registry_bytes_per_key": \([0-9]*\).*/\1/')
+check "bench lookup's registry bytes per key are sane (got ${lk_perkey:-none})" \
+	test "${lk_perkey:-0}" -ge 16 -a "${lk_perkey:-0}" -le 65536
+check "bench lookup's open time is not 0" test -z "$(printf '%s\n' "$lk_pool" | grep '"open_ns": 0 ')"
 "$bench" lookup --keys 256 --readers 1 --ops 100 --prefix-ops 10 --repeat 1 --dir "$tmp" \
 	${noredis:+"$noredis"} >"$tmp/lk.txt" 2>&1
-check "bench lookup (text) has its two tables" test "$(grep -Ec \
-	'^ *keys +readers +(marukv exists +marukv get +LMDB exists +LMDB get +Redis GET +exists/LMDB +get/LMDB +Redis/get|marukv prefix +per key +LMDB prefix +per key +prefix/LMDB)$' \
-	"$tmp/lk.txt")" = 2
+check "bench lookup (text) has its three tables" test "$(grep -Ec \
+	'^ *keys +(readers +marukv exists +marukv get +LMDB exists +LMDB get +Redis GET +exists/LMDB +get/LMDB +Redis/get|readers +marukv prefix +per key +LMDB prefix +per key +prefix/LMDB|fill s +fill k/s +registry B +B/key +LMDB peer B +B/key +open us)$' \
+	"$tmp/lk.txt")" = 3
+check "bench lookup (text) has a pool row" grep -Eq \
+	'^ +256 +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9]+$' "$tmp/lk.txt"
 "$bench" lookup --keys 8 --chain 16 >/dev/null 2>"$tmp/lk-usage.err"
 rc=$?
 check "bench lookup with a pool shorter than a chain exits 2 (got $rc)" test "$rc" -eq 2

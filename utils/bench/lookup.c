@@ -5,8 +5,9 @@
  * (mkv_prefix_len over a chain of C keys, all present) by R reader
  * processes on a pool of K keys, against two peers holding the same keys
  * and values on the same filesystem, in the same run.  Chain i is keys
- * iC to iC+C-1 of the pool: a prefix lookup reads nothing but the
- * registry, so how the keys were published does not matter.
+ * iC to iC+C-1 of the pool, published as a chain (mkv_publish_chain, one
+ * registry txn per chain: the fastest way the holder publishes), as a
+ * KV-cache prefix is.
  *
  * raw LMDB, the limit of the registry: an environment that maps each key
  * to an entry as long as marukv's registry entry (its length read from the
@@ -27,7 +28,12 @@
  * and reads the first byte of the reply.  (It has no prefix lookup.)
  *
  * The parent creates and fills the pool (it holds the lease), the peer
- * environment and the Redis keys, then forks the readers.  Each reader
+ * environment and the Redis keys, then forks the readers.  It reports
+ * what each pool size cost: the time to fill the pool, the bytes of
+ * registry pages in use (marukv's and the LMDB peer's), and the median
+ * time of a reader's mkv_pool_open of the filled pool (timed in a reader
+ * before it opens the pool for its lookups; the pool is on tmpfs, always
+ * in memory: there is no cold page cache to open from).  Each reader
  * opens everything itself and reads every key once through marukv and
  * the LMDB peer, checking the values' first bytes, so that its page tables
  * and caches are those of a reader that has run for a while.  Then, run
@@ -59,17 +65,17 @@
 #define CMD "lookup"
 #define MAX_ROWS 16
 #define MAX_READERS 64
-#define WINDOW 64U            /* publishes in flight while filling the pool */
 #define TXN_PUTS 65536U       /* puts per txn while filling the LMDB peer */
 #define REDIS_BATCH 1024U     /* SETs per pipelined batch */
 #define CHECK_BYTES 64U       /* bytes of each value the readers check */
 #define REDIS_CHECKS 1000U    /* Redis values each reader checks */
+#define OPENS 9U              /* timed opens of each filled pool */
 
 enum op {
 	OP_MKV_EXISTS, OP_MKV_GET, OP_LMDB_EXISTS, OP_LMDB_GET, OP_REDIS_GET,
 	OP_MKV_PREFIX, OP_LMDB_PREFIX, OP_COUNT
 };
-enum { JOB_OPEN = OP_COUNT, JOB_CLOSE };
+enum { JOB_OPEN = OP_COUNT, JOB_CLOSE, JOB_OPEN_TIMES };
 enum ratio { R_EXISTS, R_GET, R_REDIS, R_PREFIX, R_COUNT };
 
 static const char *const op_name[OP_COUNT] = {
@@ -102,6 +108,13 @@ static uint64_t op_calls(const struct lk_opts *o, enum op op)
 {
 	return is_prefix(op) ? o->prefix_ops : o->ops;
 }
+
+/* What a pool of one size cost: its fill, its registry, its opening. */
+struct pool_fig {
+	uint64_t keys;
+	double fill_ns, open_ns;
+	uint64_t registry_used, peer_used;   /* bytes of LMDB pages in use */
+};
 
 /* A reader: set by the parent before the fork, then the reader's own. */
 struct reader {
@@ -175,56 +188,50 @@ static void lk_key(uint8_t key[BENCH_KEY_LEN], const struct lk_opts *o, uint64_t
 	key_make(key, o->seed, nkeys, i);
 }
 
-static int publish_one(struct mkv_pool *pool, const struct lk_opts *o, uint64_t nkeys,
-		uint64_t i, struct mkv_ticket *t)
+/*
+ * Keys first to first + n - 1 as one chain, in one registry txn: the
+ * fastest way the holder has to publish.  0 or -1 (reported).
+ */
+static int publish_batch(struct mkv_pool *pool, const struct lk_opts *o, uint64_t nkeys,
+		uint64_t first, size_t n, uint8_t (*kb)[BENCH_KEY_LEN], struct mkv_key *keys,
+		struct mkv_buf *bufs)
 {
-	uint8_t key[BENCH_KEY_LEN];
-	struct mkv_buf buf;
-	int rc = mkv_alloc(pool, o->value_size, &buf);
+	size_t i;
+	int rc = 0;
 
-	if (rc) {
-		fprintf(stderr, PROG " " CMD ": mkv_alloc: %s\n", mkv_why(rc));
-		return -1;
+	for (i = 0; i < n && !rc; i++) {
+		if ((rc = mkv_alloc(pool, o->value_size, &bufs[i]))) {
+			fprintf(stderr, PROG " " CMD ": mkv_alloc: %s\n", mkv_why(rc));
+			break;
+		}
+		lk_key(kb[i], o, nkeys, first + i);
+		pattern_fill(bufs[i].data, o->value_size, kb[i]);
+		keys[i] = (struct mkv_key){ kb[i], BENCH_KEY_LEN };
 	}
-	lk_key(key, o, nkeys, i);
-	pattern_fill(buf.data, o->value_size, key);
-	rc = mkv_publish_async(pool, key, sizeof(key), &buf, t);
-	if (rc) {
-		fprintf(stderr, PROG " " CMD ": mkv_publish_async: %s\n", mkv_why(rc));
-		(void)mkv_abort(pool, &buf);
-		return -1;
-	}
-	return 0;
-}
-
-static int ticket_done(struct mkv_pool *pool, struct mkv_ticket *t)
-{
-	int rc = mkv_wait(pool, t);
-
-	if (rc)
-		fprintf(stderr, PROG " " CMD ": mkv_wait: %s\n", mkv_why(rc));
+	if (!rc && (rc = mkv_publish_chain(pool, NULL, 0, keys, bufs, n)))
+		fprintf(stderr, PROG " " CMD ": mkv_publish_chain: %s\n", mkv_why(rc));
+	for (size_t j = 0; rc && j < i; j++)
+		if (bufs[j].data)
+			(void)mkv_abort(pool, &bufs[j]);
 	return rc ? -1 : 0;
 }
 
-/* Publish every key, WINDOW publishes in flight; 0 or -1 (reported). */
+/* Publish every key, a chain of C keys at a time; 0 or -1 (reported). */
 static int fill_marukv(struct mkv_pool *pool, const struct lk_opts *o, uint64_t nkeys)
 {
-	struct mkv_ticket t[WINDOW];
-	uint64_t head = 0, next = 0;
-	int rc = 0;
+	uint8_t (*kb)[BENCH_KEY_LEN] = malloc(o->chain * sizeof(*kb));
+	struct mkv_key *keys = malloc(o->chain * sizeof(*keys));
+	struct mkv_buf *bufs = malloc(o->chain * sizeof(*bufs));
+	int rc = kb && keys && bufs ? 0 : -1;
 
-	while (rc == 0 && next < nkeys) {
-		if (next - head == WINDOW)
-			rc = ticket_done(pool, &t[head++ % WINDOW]);
-		else if ((rc = publish_one(pool, o, nkeys, next, &t[next % WINDOW])) == 0)
-			next++;
-	}
-	while (head < next) {
-		int w = ticket_done(pool, &t[head++ % WINDOW]);
-
-		if (!rc)
-			rc = w;
-	}
+	if (rc)
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+	for (uint64_t i = 0; i < nkeys && !rc; i += o->chain)
+		rc = publish_batch(pool, o, nkeys, i, nkeys - i < o->chain ? nkeys - i :
+				o->chain, kb, keys, bufs);
+	free(kb);
+	free(keys);
+	free(bufs);
 	return rc;
 }
 
@@ -263,8 +270,11 @@ static int fill_entries(MDB_env *env, MDB_dbi entries, const struct reader *r,
 	return 0;
 }
 
-/* The LMDB peer: its environment and data file; 0 or -1 (reported). */
-static int fill_lmdb(const struct reader *r)
+/*
+ * The LMDB peer: its environment and data file, and into *used the bytes of
+ * its pages in use; 0 or -1 (reported).
+ */
+static int fill_lmdb(const struct reader *r, uint64_t *used)
 {
 	size_t len = r->nkeys * r->npages * BENCH_PAGE;
 	MDB_env *env = NULL;
@@ -289,6 +299,15 @@ static int fill_lmdb(const struct reader *r)
 		goto out;
 	}
 	status = fill_entries(env, entries, r, map);
+	if (status == 0) {
+		MDB_envinfo info;
+		MDB_stat st;
+
+		if ((rc = mdb_env_info(env, &info)) || (rc = mdb_env_stat(env, &st)))
+			status = peer_fail(CMD, "info", rc);
+		else
+			*used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	}
 out:
 	if (env)
 		mdb_env_close(env);
@@ -541,6 +560,26 @@ static int reader_open(struct reader *r)
 }
 
 /*
+ * OPENS opens of the filled pool as a reader opens it, each timed alone,
+ * into the first samples; 0 or -1 (reported).  The pool is on tmpfs, so
+ * its pages are in memory: what an open costs with a warm page cache.
+ */
+static int reader_open_times(struct reader *r)
+{
+	for (unsigned i = 0; i < OPENS; i++) {
+		struct mkv_pool *pool = NULL;
+		uint64_t t0 = now_ns();
+		int rc = mkv_pool_open(r->pool_path, MKV_RDONLY, NULL, &pool);
+
+		r->sh->samples[i] = (double)(now_ns() - t0);
+		if (rc)
+			return reader_fail(r, r->pool_path, mkv_why(rc));
+		mkv_pool_close(&pool);
+	}
+	return 0;
+}
+
+/*
  * The run's lookups of one system, each timed; 0 or -1 (reported).  The
  * keys are drawn before the clock starts.
  */
@@ -577,6 +616,8 @@ static int reader_job(void *arg, size_t worker, unsigned job)
 	r->idx = worker;
 	if (job == JOB_OPEN)
 		return reader_open(r);
+	if (job == JOB_OPEN_TIMES)
+		return reader_open_times(r);
 	if (job == JOB_CLOSE) {
 		reader_close(r);
 		return 0;
@@ -620,11 +661,12 @@ static int measure(struct crew *crew, struct job_shared *sh, const struct lk_opt
 	return 0;
 }
 
-/* Fill a pool of nkeys keys and its peers, then measure its rows. */
-static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
+/* Fill a pool of pf->keys keys and its peers, then measure its rows. */
+static int run_pool(const struct lk_opts *o, struct pool_fig *pf, const char *top,
 		const struct redis_server *srv, redisContext *rc_parent, struct row *rows,
 		double clock_ns)
 {
+	uint64_t nkeys = pf->keys, t0;
 	uint64_t max_readers = 0, npages = (o->value_size + BENCH_PAGE - 1) / BENCH_PAGE;
 	char *dir = scratch_dir(top, CMD);
 	struct reader r = { .o = o, .nkeys = nkeys, .npages = npages, .clock_ns = clock_ns,
@@ -633,8 +675,9 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	struct job_shared *sh = NULL;
 	struct crew crew = { 0 };
 	struct mkv_stat st;
+	struct summary s;
 	uint8_t key[BENCH_KEY_LEN];
-	size_t shlen = 0;
+	size_t shlen = 0, nsamples;
 	int rc, status = EXIT_ERR, started = 0;
 
 	for (size_t i = 0; i < o->nreaders; i++)
@@ -645,8 +688,8 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	r.pool_path = path_join(dir, "pool");
 	r.env_path = path_join(dir, "peer.mdb");
 	r.data_path = path_join(dir, "peer.data");
-	shlen = sizeof(*sh) + max_readers * (o->ops > o->prefix_ops ? o->ops : o->prefix_ops) *
-		sizeof(double);
+	nsamples = max_readers * (o->ops > o->prefix_ops ? o->ops : o->prefix_ops);
+	shlen = sizeof(*sh) + (nsamples > OPENS ? nsamples : OPENS) * sizeof(double);
 	sh = shared_alloc(shlen);
 	r.sh = sh;
 	if (!r.pool_path || !r.env_path || !r.data_path || !sh) {
@@ -655,9 +698,12 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 	}
 	/* Room for every value, and for the pages writers keep granted. */
 	if (pool_make(r.pool_path, &(struct pool_spec){
-			.pages = nkeys * npages + nkeys * npages / 32 + 1024 }, CMD, &pool) < 0 ||
-	    fill_marukv(pool, o, nkeys) < 0)
+			.pages = nkeys * npages + nkeys * npages / 32 + 1024 }, CMD, &pool) < 0)
 		goto out;
+	t0 = now_ns();
+	if (fill_marukv(pool, o, nkeys) < 0)
+		goto out;
+	pf->fill_ns = (double)(now_ns() - t0);
 	if ((rc = mkv_pool_stat(pool, &st))) {
 		fprintf(stderr, PROG " " CMD ": %s: %s\n", r.pool_path, mkv_why(rc));
 		goto out;
@@ -669,14 +715,22 @@ static int run_pool(const struct lk_opts *o, uint64_t nkeys, const char *top,
 		goto out;
 	}
 	r.mapsize = st.registry_size;
+	pf->registry_used = st.registry_used;
 	lk_key(key, o, nkeys, 0);
 	if (peer_entry_len(r.pool_path, key, CMD, &r.entry_len) < 0)
 		goto out;
-	if (fill_lmdb(&r) < 0 || (o->redis && fill_redis(rc_parent, o, nkeys) < 0))
+	if (fill_lmdb(&r, &pf->peer_used) < 0 || (o->redis && fill_redis(rc_parent, o, nkeys) < 0))
 		goto out;
 	if (crew_start(&crew, max_readers, reader_job, &r, CMD) < 0)
 		goto out;
 	started = 1;
+	if (crew_run(&crew, JOB_OPEN_TIMES, 1) < 0)
+		goto out;
+	if (summarize(sh->samples, OPENS, &s) < 0) {
+		fprintf(stderr, PROG " " CMD ": out of memory\n");
+		goto out;
+	}
+	pf->open_ns = s.median;
 	if (crew_run(&crew, JOB_OPEN, max_readers) < 0)
 		goto out;
 	for (uint64_t run = 0; run < o->repeat; run++)
@@ -727,7 +781,7 @@ static void cell(char *buf, size_t len, const struct row *r, enum op op, double 
 }
 
 static void print_text(const struct lk_opts *o, const struct row *rows, size_t n,
-		double clock_ns)
+		const struct pool_fig *pf, double clock_ns)
 {
 	char c[OP_COUNT][32], per_key[2][32];
 
@@ -768,10 +822,18 @@ static void print_text(const struct lk_opts *o, const struct row *rows, size_t n
 				c[OP_MKV_PREFIX], per_key[0], c[OP_LMDB_PREFIX], per_key[1],
 				r->sratio[R_PREFIX].median);
 	}
+	printf("\n%8s %8s %10s %14s %9s %14s %9s %9s\n", "keys", "fill s", "fill k/s",
+			"registry B", "B/key", "LMDB peer B", "B/key", "open us");
+	for (size_t k = 0; k < o->nkeys; k++)
+		printf("%8" PRIu64 " %8.2f %10.1f %14" PRIu64 " %9.1f %14" PRIu64 " %9.1f %9.0f\n",
+				pf[k].keys, pf[k].fill_ns / 1e9, pf[k].keys / (pf[k].fill_ns / 1e6),
+				pf[k].registry_used, (double)pf[k].registry_used / pf[k].keys,
+				pf[k].peer_used, (double)pf[k].peer_used / pf[k].keys,
+				pf[k].open_ns / 1e3);
 }
 
 static void print_json(const struct lk_opts *o, const struct row *rows, size_t n,
-		double clock_ns)
+		const struct pool_fig *pf, double clock_ns)
 {
 	printf("{\n  \"command\": \"lookup\",\n  \"dir\": ");
 	json_string(stdout, o->dir);
@@ -809,6 +871,19 @@ static void print_json(const struct lk_opts *o, const struct row *rows, size_t n
 		}
 		printf(" }");
 	}
+	printf("\n  ],\n  \"pools\": [");
+	for (size_t k = 0; k < o->nkeys; k++) {
+		printf("%s\n    { \"keys\": %" PRIu64 ", \"fill_s\": ", k ? "," : "", pf[k].keys);
+		json_number(stdout, pf[k].fill_ns / 1e9, 3);
+		printf(", \"registry_bytes\": %" PRIu64 ", \"registry_bytes_per_key\": ",
+				pf[k].registry_used);
+		json_number(stdout, (double)pf[k].registry_used / pf[k].keys, 1);
+		printf(", \"lmdb_bytes\": %" PRIu64 ", \"lmdb_bytes_per_key\": ", pf[k].peer_used);
+		json_number(stdout, (double)pf[k].peer_used / pf[k].keys, 1);
+		printf(", \"open_ns\": ");
+		json_number(stdout, pf[k].open_ns, 0);
+		printf(" }");
+	}
 	printf("\n  ]\n}\n");
 }
 
@@ -823,6 +898,7 @@ int cmd_lookup(int argc, char **argv)
 	struct redis_server srv = { .pid = -1 };
 	redisContext *rc_parent = NULL;
 	struct row *rows = NULL;
+	struct pool_fig *pf = NULL;
 	double *v = NULL, clock_ns;
 	size_t nrows, per_row = 2 * OP_COUNT + R_COUNT;
 	char *top = NULL;
@@ -834,7 +910,8 @@ int cmd_lookup(int argc, char **argv)
 	nrows = o.nkeys * o.nreaders;
 	rows = calloc(nrows, sizeof(*rows));
 	v = calloc(nrows * per_row * o.repeat, sizeof(*v));
-	if (!rows || !v) {
+	pf = calloc(o.nkeys, sizeof(*pf));
+	if (!rows || !v || !pf) {
 		fprintf(stderr, PROG " " CMD ": out of memory\n");
 		goto out;
 	}
@@ -857,9 +934,11 @@ int cmd_lookup(int argc, char **argv)
 			!(rc_parent = redis_connect(&srv, CMD))))
 		goto out;
 	status = EXIT_OK;
-	for (size_t k = 0; k < o.nkeys && status == EXIT_OK; k++)
-		status = run_pool(&o, o.keys[k], top, &srv, rc_parent, rows + k * o.nreaders,
+	for (size_t k = 0; k < o.nkeys && status == EXIT_OK; k++) {
+		pf[k].keys = o.keys[k];
+		status = run_pool(&o, &pf[k], top, &srv, rc_parent, rows + k * o.nreaders,
 				clock_ns);
+	}
 	for (size_t i = 0; i < nrows && status == EXIT_OK; i++)
 		if (summarize_row(&o, &rows[i]) < 0) {
 			fprintf(stderr, PROG " " CMD ": out of memory\n");
@@ -867,9 +946,9 @@ int cmd_lookup(int argc, char **argv)
 		}
 	if (status == EXIT_OK) {
 		if (o.json)
-			print_json(&o, rows, nrows, clock_ns);
+			print_json(&o, rows, nrows, pf, clock_ns);
 		else
-			print_text(&o, rows, nrows, clock_ns);
+			print_text(&o, rows, nrows, pf, clock_ns);
 	}
 out:
 	redisFree(rc_parent);
@@ -879,6 +958,7 @@ out:
 		status = EXIT_ERR;
 	free(top);
 	free(rows);
+	free(pf);
 	free(v);
 	return status;
 }

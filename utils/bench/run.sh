@@ -33,6 +33,8 @@ set_commands="register takeover hitrate evict lookup getsize put flush coherence
 options_of() {
 	case $1 in
 	register) echo "--writers 1,2,4,8" ;;
+	# The cost curves: lookups as the pool and the readers grow.
+	lookup) echo "--keys 10000,100000,1000000 --readers 1,2,4,8" ;;
 	# Every row on coherent and non-coherent pools in one run, for the
 	# ratio of their medians; fewer trials, as an other-host trial may
 	# wait out a client timeout.
