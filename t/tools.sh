@@ -224,6 +224,26 @@ check "bench hitrate left no scratch directory" \
 "$bench" hitrate --workload nosuch >/dev/null 2>&1
 rc=$?
 check "bench hitrate --workload nosuch exits 2 (got $rc)" test "$rc" -eq 2
+for wm in 5/1 91/91 1/ 1/1/1 x -1/1; do
+	"$bench" hitrate --watermarks "$wm" --dir "$tmp" >/dev/null 2>"$tmp/hr.err"
+	rc=$?
+	check "bench hitrate --watermarks $wm exits 2 (got $rc)" test "$rc" -eq 2
+	check "bench hitrate --watermarks $wm says why" \
+		grep -q "bad value for --watermarks: $wm" "$tmp/hr.err"
+done
+# Eviction off: the pool fills and keeps its first blocks; the allocations
+# refused after are counted, the first reported, and occupancy is sampled.
+"$bench" hitrate --workload chat --sessions 8 --requests 60 --capacity 10 \
+	--watermarks 0/0 --dir "$tmp" --json >"$tmp/hr.json" 2>"$tmp/hr.err"
+rc=$?
+check "bench hitrate --watermarks 0/0 exits 0 (got $rc)" test "$rc" -eq 0
+check "bench hitrate --watermarks 0/0: allocations refused once full" \
+	grep -q '"nospc": [1-9]' "$tmp/hr.json"
+check "bench hitrate --watermarks 0/0: the first refusal is reported, once" \
+	test "$(grep -c 'mkv_alloc: ' "$tmp/hr.err")" -eq 1
+check "bench hitrate --watermarks 0/0: occupancy sampled once full" \
+	grep -q '"occupancy": 0\.[1-9]' "$tmp/hr.json"
+check "bench hitrate --watermarks 0/0: nothing evicted" grep -q '"evictions": 0,' "$tmp/hr.json"
 
 "$bench" evict --pages 2048 --hot 64 --reads 100000 --repeat 1 --dir "$tmp" --json \
 	>"$tmp/ev.json" 2>"$tmp/ev.err"

@@ -468,7 +468,7 @@ static int replay_request(struct replay *rp, const struct wl_stream *s, size_t r
 	return 0;
 }
 
-/* Once the pool has evicted, what of it holds values: a sample. */
+/* Once the pool is full (it has evicted or refused a page), what of it holds values: a sample. */
 static int replay_occupancy(struct replay *rp)
 {
 	struct mkv_stat st;
@@ -478,7 +478,7 @@ static int replay_occupancy(struct replay *rp)
 		fprintf(stderr, PROG " " CMD ": %s: mkv_pool_stat: %s\n", rp->label, mkv_why(rc));
 		return EXIT_ERR;
 	}
-	if (st.evictions && st.pages_total) {
+	if ((st.evictions || rp->res->nospc) && st.pages_total) {
 		rp->res->occ_sum += (double)st.pages_used / (double)st.pages_total;
 		rp->res->occ_n++;
 	}
@@ -583,7 +583,7 @@ static double alloc_cpu_us(const struct row *r)
 	return r->mkv.allocs ? r->mkv.alloc_cpu_ns / (double)r->mkv.allocs / 1e3 : 0;
 }
 
-/* The mean occupancy once full; 0 if the pool never evicted. */
+/* The mean occupancy once full; 0 if the pool never filled. */
 static double occupancy(const struct row *r)
 {
 	return r->mkv.occ_n ? r->mkv.occ_sum / (double)r->mkv.occ_n : 0;
