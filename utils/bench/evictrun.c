@@ -17,7 +17,10 @@
  *   evicting  the pool topped up to just above the low watermark, the
  *             same writer without the deletes: the pool stays full and
  *             the holder evicts cold keys to make room from the first
- *             publishes on (the reader's touches keep the hot keys).
+ *             publishes on (the reader's touches keep the hot keys); the
+ *             reader starts its reads once the first eviction is seen, so
+ *             that a writer slow to start on a loaded machine still has
+ *             them run beside eviction.
  *
  * Comparing evicting with writing isolates eviction from the writer's own
  * load (its publishes go through the same holder).  The eviction rate of
@@ -45,6 +48,7 @@
 #define KEEP 64U             /* writing: the writer keeps its last KEEP keys */
 #define SLACK 8U             /* pages above the low mark: the grants of a few publishes */
 #define FORCE_PCT 30U        /* the timed mkv_pool_evict() frees up to this % */
+#define EVICT_WAIT_NS (10ULL * 1000000000ULL)  /* evicting: the first eviction, at most */
 
 enum phase { P_IDLE, P_WRITING, P_EVICTING, P_COUNT };
 
@@ -63,7 +67,8 @@ struct ev_opts {
 struct ev_shared {
 	int32_t stop;             /* parent: the writer may stop */
 	int32_t r_status, w_status;
-	int32_t pad_;
+	int32_t await_evict;      /* parent: the reader starts after an eviction */
+	uint64_t evictions0;      /* parent: the pool's count before the phase */
 	uint64_t not_found;       /* reader: gets that found no key */
 	uint64_t nlat;            /* reader: latencies recorded */
 	uint64_t published, nospc;  /* writer */
@@ -134,6 +139,31 @@ static int put_key(struct mkv_pool *pool, const uint8_t key[BENCH_KEY_LEN])
 	return mkv_put(pool, key, BENCH_KEY_LEN, val, PAGE);
 }
 
+/* With await_evict, until the pool's eviction count moves: 0, or -1 (reported). */
+static int await_eviction(struct mkv_pool *pool, struct ev_shared *sh)
+{
+	uint64_t t0 = now_ns();
+	struct mkv_stat st;
+	int rc;
+
+	while (sh->await_evict && !__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		if ((rc = mkv_pool_stat(pool, &st)) < 0) {
+			fail(sh->r_msg, sizeof(sh->r_msg), &sh->r_status, "reader: mkv_pool_stat", rc);
+			return -1;
+		}
+		if (st.evictions > sh->evictions0)
+			return 0;
+		if (now_ns() - t0 > EVICT_WAIT_NS) {
+			sh->r_status = 1;
+			snprintf(sh->r_msg, sizeof(sh->r_msg), "reader: no eviction within %llu s"
+					" of the writer's start", EVICT_WAIT_NS / 1000000000ULL);
+			return -1;
+		}
+		sleep_ns(100000);
+	}
+	return 0;
+}
+
 /* Time each get + release of a random hot key. */
 static void reader_main(const struct ev_opts *o, const char *path, uint64_t rng,
 		struct gate *g, struct ev_shared *sh)
@@ -145,7 +175,8 @@ static void reader_main(const struct ev_opts *o, const char *path, uint64_t rng,
 		fail(sh->r_msg, sizeof(sh->r_msg), &sh->r_status, "reader: mkv_pool_open", rc);
 		_exit(EXIT_ERR);
 	}
-	if (gate_ready(g) == 0 && !__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
+	if (gate_ready(g) == 0 && !__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE) &&
+	    await_eviction(pool, sh) == 0)
 		for (uint64_t i = 0; i < o->reads; i++) {
 			uint8_t key[BENCH_KEY_LEN];
 			struct mkv_view v;
@@ -340,6 +371,10 @@ static int run_phase(struct ev_run *x, enum phase ph, uint64_t rep, struct phase
 		status = EXIT_ERR;    /* a child failed to get ready: its message follows */
 	if (status == EXIT_OK && (rc = mkv_pool_stat(x->pool, &st0)) < 0)
 		status = ev_fail("mkv_pool_stat", rc);
+	if (status == EXIT_OK) {
+		x->sh->await_evict = ph == P_EVICTING;
+		x->sh->evictions0 = st0.evictions;
+	}
 	t0 = now_ns();
 	if (status != EXIT_OK)
 		__atomic_store_n(&x->sh->stop, 1, __ATOMIC_RELEASE);
