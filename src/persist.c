@@ -1,16 +1,42 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * persist.c -- mappings of pool files and their flush primitives, over
- * libpmem2.  On tmpfs or a page-cache file libpmem2 persists with msync;
- * on fsdax or devdax it uses the CPU's cacheline flushes.
+ * libpmem2.  On a page-cache file libpmem2 persists with msync; on fsdax
+ * or devdax it uses the CPU's cacheline flushes.  On a file in memory
+ * (tmpfs, ramfs, hugetlbfs) the page cache is the storage: there is
+ * nothing below it to write back to, msync does no more than take a
+ * system call (shmem's fsync is a no-op), and stores to a shared mapping
+ * outlive the process that made them.  There a persist is only the
+ * fence that orders the stores before it against the stores after it.
  */
 #include "config.h"
 
 #include <string.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include <libpmem2.h>
 
 #include "internal.h"
+
+static void
+persist_in_memory(const void *addr, size_t len)
+{
+	(void)addr, (void)len;
+	mkv_full_fence();
+}
+
+/* Whether fd's file lives in memory, with no storage under its page cache. */
+static bool
+in_memory(int fd)
+{
+	struct statfs fs;
+
+	if (fstatfs(fd, &fs) < 0)
+		return false;
+	return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC ||
+		fs.f_type == HUGETLBFS_MAGIC;
+}
 
 int
 mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what)
@@ -46,6 +72,8 @@ mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const c
 	m->size = pmem2_map_get_size(m->map);
 	m->persist = pmem2_get_persist_fn(m->map);
 	m->page_granular = pmem2_map_get_store_granularity(m->map) == PMEM2_GRANULARITY_PAGE;
+	if (m->page_granular && in_memory(fd))
+		m->persist = persist_in_memory;
 out:
 	pmem2_source_delete(&src);
 	pmem2_config_delete(&cfg);
