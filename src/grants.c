@@ -10,11 +10,26 @@
 
 #include "internal.h"
 
+/*
+ * A grant holds as many allocations as the one asking for it times mult:
+ * GRANT_MULT_MIN at first, doubled each time the cache runs dry within
+ * GRANT_QUICK_NS of the last grant, up to GRANT_MULT_MAX, and halved each
+ * time it lasted longer than GRANT_SLOW_NS.  A client that allocates small
+ * values fast asks the holder once per hundreds of them, not once per
+ * four; one that allocates seldom holds few pages it does not use.
+ */
+#define GRANT_MULT_MIN 4U
+#define GRANT_MULT_MAX 256U
+#define GRANT_QUICK_NS (2 * 1000 * 1000ULL)
+#define GRANT_SLOW_NS (100 * 1000 * 1000ULL)
+
 int
 mkv_grants_init(struct mkv_grants *g)
 {
 	g->ext = NULL;
 	g->n = g->cap = 0;
+	g->mult = GRANT_MULT_MIN;
+	g->last_ns = 0;
 	if (pthread_mutex_init(&g->lock, NULL))
 		return mkv_err(MKV_E_NOMEM, "grants: mutex");
 	return 0;
@@ -62,6 +77,27 @@ mkv_grants_cached(struct mkv_pool *p)
 		n += p->grants.ext[i].npages;
 	pthread_mutex_unlock(&p->grants.lock);
 	return n;
+}
+
+/*
+ * How many pages to ask for, the cache being short of npages: npages
+ * times the multiplier, at most cap (at least npages).
+ */
+uint64_t
+mkv_grants_size(struct mkv_pool *p, uint64_t npages, uint64_t cap)
+{
+	struct mkv_grants *g = &p->grants;
+	uint64_t now = mkv_clock_now(), n;
+
+	pthread_mutex_lock(&g->lock);
+	if (g->last_ns && now - g->last_ns < GRANT_QUICK_NS && g->mult < GRANT_MULT_MAX)
+		g->mult *= 2;
+	else if (g->last_ns && now - g->last_ns > GRANT_SLOW_NS && g->mult > GRANT_MULT_MIN)
+		g->mult /= 2;
+	g->last_ns = now;
+	n = npages <= cap / g->mult ? npages * g->mult : cap;
+	pthread_mutex_unlock(&g->lock);
+	return n > npages ? n : npages;
 }
 
 /* Any one cached extent, whole (to hand it back). */

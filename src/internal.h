@@ -82,6 +82,8 @@ struct mkv_grants {
 	pthread_mutex_t lock;
 	struct mkv_extent *ext;
 	unsigned n, cap;
+	unsigned mult;            /* a grant's allocations, as the cache last ran dry */
+	uint64_t last_ns;         /* when the last grant was asked for */
 };
 
 /* handout.c: records of the buffers and views a handle handed out */
@@ -512,6 +514,7 @@ void mkv_grants_fini(struct mkv_grants *g);
 bool mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out);
 bool mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out);
 uint64_t mkv_grants_cached(struct mkv_pool *p);
+uint64_t mkv_grants_size(struct mkv_pool *p, uint64_t npages, uint64_t cap);
 void mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext);
 
 /* batch.c: what one commit changes besides the registry */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -39,20 +40,36 @@ grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
 }
 
 /*
+ * Map a new grant's pages into this process in one call (Linux 5.14),
+ * where writing them one by one would take a page fault each: for small
+ * values, most of what an allocation costs the first time this process
+ * touches its pages.  An optimisation only: a kernel without it, or a
+ * populate that fails, leaves the pages to fault as they are written.
+ */
+static void
+populate(struct mkv_pool *p, const struct mkv_extent *ext)
+{
+#ifdef MADV_POPULATE_WRITE
+	(void)madvise(mkv_pool_page_addr(p, ext->page), ext->npages << p->page_shift,
+			MADV_POPULATE_WRITE);
+#else
+	(void)p, (void)ext;
+#endif
+}
+
+/*
  * Pages for one allocation: from this handle's grants, else a new grant
- * from the holder, a few allocations' worth at a time.
+ * from the holder, several allocations' worth at a time (grants.c).
  */
 static int
 grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 {
-	uint64_t cap = grant_cap(p);
-	uint64_t batch = npages * 4 < cap ? npages * 4 : cap;
 	struct mkv_req r = { .op = MKV_OP_GRANT };
 	int rc;
 
 	if (mkv_grants_take(p, npages, out))
 		return 0;
-	r.ext.npages = batch > npages ? batch : npages;
+	r.ext.npages = mkv_grants_size(p, npages, grant_cap(p));
 	r.length = npages;
 	rc = mkv_holder_call(p, &r);
 	if (rc == MKV_E_NOSPC) {
@@ -71,6 +88,7 @@ grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: the lease holder granted pages %llu+%llu for %llu",
 				p->path, (unsigned long long)r.ext.page,
 				(unsigned long long)r.ext.npages, (unsigned long long)npages);
+	populate(p, &r.ext);
 	/* Ours first: other threads of the handle take from the cache meanwhile. */
 	*out = (struct mkv_extent){ r.ext.page, npages };
 	if (r.ext.npages > npages)
