@@ -472,6 +472,23 @@ out:
 	return rc;
 }
 
+/*
+ * How this handle opens the environment.  A holder of a coherent pool
+ * writes the registry in place (MDB_WRITEMAP): no copy of each page it
+ * changes in memory of its own and no pwrite of it at the commit, and
+ * LMDB's msync of the map before the meta persists the pages.  A
+ * non-coherent pool's holder writes with pwrite, which on DAX memory the
+ * kernel writes through to the device as it copies: other hosts see a
+ * commit whatever this host's caches hold of the map.
+ */
+static unsigned
+env_flags(const struct mkv_pool *p)
+{
+	if (p->flags & MKV_RDONLY)
+		return MDB_RDONLY;
+	return p->noncoherent ? 0 : MDB_WRITEMAP;
+}
+
 int
 mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 {
@@ -490,7 +507,7 @@ mkv_reg_open(struct mkv_pool *p, const struct mkv_super *sb)
 	    (p->reg->lock_fd = openat(p->reg->lockdir_fd, MKV_FILE_LOCK,
 			O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return mkv_err(-errno, "pool %s: registry.mdb-lock: %m", p->path);
-	rc = env_new(p, sb, (p->flags & MKV_RDONLY) ? MDB_RDONLY : 0, &file);
+	rc = env_new(p, sb, env_flags(p), &file);
 	free(file);
 	if (rc || (p->reg->shadow && (rc = lock_txnid_map(p))))
 		return rc;
