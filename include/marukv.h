@@ -579,6 +579,11 @@ MKV_EXPORT int mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
  */
 MKV_EXPORT int mkv_publish(struct mkv_pool *pool, const void *key, size_t klen,
 		struct mkv_buf *buf);
+/**
+ * Requests a handle keeps in flight: the asynchronous publishes (and page
+ * grants) it has sent to the lease holder and not yet had answered.
+ */
+#define MKV_ASYNC_MAX 32U
 /** A pending asynchronous publish, from mkv_publish_async(). */
 struct mkv_ticket {
 	uint64_t priv_[2];
@@ -587,7 +592,7 @@ struct mkv_ticket {
  * Start publishing like mkv_publish() and return without waiting for the
  * registration to commit; mkv_wait() gives its result.  The buffer is
  * consumed at once (zeroed) when this returns 0; its bytes are persisted
- * before this returns.  A handle has a bounded number of publishes in
+ * before this returns.  A handle has at most MKV_ASYNC_MAX publishes in
  * flight; past it this call waits for the oldest.  Each ticket must be
  * waited for exactly once, on the same handle.
  * Errors: as mkv_publish() for argument checks (MKV_E_INVAL, MKV_E_RDONLY,

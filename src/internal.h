@@ -129,6 +129,8 @@ struct mkv_holder {
 };
 
 /* ring.c: this client's request entries */
+static_assert(MKV_RQ_DEPTH == MKV_ASYNC_MAX, "a handle's requests in flight are its ring entries");
+static_assert(MKV_RQ_DEPTH <= 32, "entries in use are bits of a uint32_t");
 #define MKV_MAX_BATCH 256  /* requests the holder takes into one txn */
 struct mkv_answer {
 	uint32_t seq;
