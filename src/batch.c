@@ -57,14 +57,20 @@ mkv_batch_move(struct mkv_pool *p, struct batch *b, const struct mkv_extent *ext
 	return false;
 }
 
+/* Undo the last move, of a request refused before it changed the registry. */
+void
+mkv_batch_unmove(struct mkv_pool *p, struct batch *b)
+{
+	const struct move *m = &b->done.v[--b->done.n];
+
+	mkv_pages_move(p, &m->ext, m->to, m->from);
+}
+
 void
 mkv_batch_undo(struct mkv_pool *p, struct batch *b)
 {
-	while (b->done.n) {
-		const struct move *m = &b->done.v[--b->done.n];
-
-		mkv_pages_move(p, &m->ext, m->to, m->from);
-	}
+	while (b->done.n)
+		mkv_batch_unmove(p, b);
 }
 
 /* Where mkv_batch_release() puts the pages of the records it drops. */

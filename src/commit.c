@@ -49,7 +49,7 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 
 	if ((rc = mkv_valid_key(r->key, r->klen)))
 		return rc;
-	rc = mkv_reg_lookup(p, txn, r->key, r->klen, &old);
+	rc = mkv_reg_entry(p, txn, r->key, r->klen, &old);
 	if (rc == 0) {
 		/* The same publish again (a new holder re-draining): done. */
 		if (old.page == r->ext.page && old.npages == r->ext.npages)
@@ -67,14 +67,16 @@ apply_publish(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct
 	if (full)
 		return mkv_err(MKV_E_NOSPC, "pool %s: registry is full (the rest is kept for deletes)",
 				p->path);
-	if (mkv_reg_page_taken(p, txn, r->ext.page))
-		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
-				(unsigned long long)r->ext.page);
 	/* The pages become the value's before the key can be registered on them. */
 	if (!mkv_batch_move(p, b, &r->ext, grant, mkv_pages_held_word(MKV_PG_USED, p->h.generation), &rc))
 		return rc ? rc : mkv_err(MKV_E_INVAL,
 				"publish: buffer is not one granted to this handle");
-	if ((rc = mkv_reg_insert(p, txn, r->key, r->klen, &e)))
+	if ((rc = mkv_reg_insert(p, txn, r->key, r->klen, &e)) == 1) {
+		mkv_batch_unmove(p, b);
+		return mkv_err(MKV_E_CORRUPT, "pool %s: page %llu is registered already", p->path,
+				(unsigned long long)r->ext.page);
+	}
+	if (rc)
 		return mkv_batch_fail(b, rc);
 	if (r->parent && (rc = mkv_reg_kids_add(p, txn, r->parent, 1)))
 		return mkv_batch_fail(b, rc);

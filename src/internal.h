@@ -371,6 +371,8 @@ enum mkv_table { MKV_TABLE_ENTRIES, MKV_TABLE_PAGES, MKV_TABLE_FREED };
 int mkv_reg_meta_get(struct mkv_pool *p, struct mkv_txn *txn, const char *name, uint64_t *v);
 int mkv_reg_meta_put(struct mkv_pool *p, struct mkv_txn *txn, const char *name, uint64_t v);
 int mkv_reg_fence(struct mkv_pool *p, struct mkv_txn *txn);
+int mkv_reg_entry(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+		struct mkv_entry *e);
 int mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		struct mkv_entry *e);
 int mkv_reg_exists(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen);
@@ -378,7 +380,6 @@ int mkv_reg_insert(struct mkv_pool *p, struct mkv_txn *txn, const void *key, siz
 		const struct mkv_entry *e);
 int mkv_reg_remove(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		uint64_t page);
-bool mkv_reg_page_taken(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page);
 int mkv_reg_page_key(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page,
 		uint8_t key[MKV_KEY_MAX], size_t *klen);
 int mkv_reg_kids(struct mkv_pool *p, struct mkv_txn *txn, uint64_t hash, uint64_t *n);
@@ -546,6 +547,7 @@ int mkv_batch_fail(struct batch *b, int rc);
 bool mkv_batch_move(struct mkv_pool *p, struct batch *b, const struct mkv_extent *ext,
 		uint64_t from, uint64_t to, int *rc);
 void mkv_batch_undo(struct mkv_pool *p, struct batch *b);
+void mkv_batch_unmove(struct mkv_pool *p, struct batch *b);
 int mkv_batch_release(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b);
 int mkv_batch_record(struct mkv_pool *p, struct mkv_txn *txn, const struct batch *b);
 void mkv_batch_reset(struct mkv_pool *p, struct batch *b);

@@ -100,16 +100,14 @@ mkv_reg_fence(struct mkv_pool *p, struct mkv_txn *txn)
 	return mkv_reg_meta_put(p, txn, "holder", me);
 }
 
-/* The entry of key, checked: MKV_E_NOTFOUND ("no such key"), _CORRUPT, _VERSION. */
+/* The entry of key, checked: MKV_E_NOTFOUND (without a message), _CORRUPT, _VERSION. */
 int
-mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+mkv_reg_entry(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		struct mkv_entry *e)
 {
 	MDB_val d;
 	int rc = table_get(p, txn, p->reg->entries, key, klen, &d, "registry: lookup", "an entry");
 
-	if (rc == MKV_E_NOTFOUND)
-		return mkv_err(MKV_E_NOTFOUND, "no such key");
 	if (rc)
 		return rc;
 	if (d.mv_size != sizeof(*e))
@@ -126,6 +124,16 @@ mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t 
 	return 0;
 }
 
+/* The entry of key, checked: MKV_E_NOTFOUND ("no such key"), _CORRUPT, _VERSION. */
+int
+mkv_reg_lookup(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
+		struct mkv_entry *e)
+{
+	int rc = mkv_reg_entry(p, txn, key, klen, e);
+
+	return rc == MKV_E_NOTFOUND ? mkv_err(MKV_E_NOTFOUND, "no such key") : rc;
+}
+
 /* Whether key has an entry (its value unread): 0, or MKV_E_NOTFOUND without a message. */
 int
 mkv_reg_exists(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen)
@@ -138,18 +146,24 @@ mkv_reg_exists(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t 
 	return rc ? mkv_reg_err(rc, "registry: lookup") : 0;
 }
 
-/* Register key at e->page: its entry and its pages record, neither there yet. */
+/*
+ * Register key at e->page: its pages record, then its entry.  1 if a value
+ * is registered at that page already (nothing written); else 0, or the
+ * error after which the txn must not commit (MKV_E_EXISTS: the key has an
+ * entry).
+ */
 int
 mkv_reg_insert(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		const struct mkv_entry *e)
 {
 	uint64_t be = htobe64(e->page);
 	MDB_val k = { klen, (void *)key }, d = { sizeof(*e), (void *)e };
-	MDB_val pk = { sizeof(be), &be };
-	int rc;
+	MDB_val pk = { sizeof(be), &be }, pd = k;
+	int rc = mdb_put(reg_txn(txn), p->reg->pages, &pk, &pd, MDB_NOOVERWRITE);
 
-	if ((rc = mdb_put(reg_txn(txn), p->reg->entries, &k, &d, MDB_NOOVERWRITE)) ||
-	    (rc = mdb_put(reg_txn(txn), p->reg->pages, &pk, &k, MDB_NOOVERWRITE)))
+	if (rc == MDB_KEYEXIST)
+		return 1;
+	if (rc || (rc = mdb_put(reg_txn(txn), p->reg->entries, &k, &d, MDB_NOOVERWRITE)))
 		return mkv_reg_err(rc, "publish");
 	return 0;
 }
@@ -167,16 +181,6 @@ mkv_reg_remove(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t 
 	    (rc = mdb_del(reg_txn(txn), p->reg->pages, &pk, NULL)))
 		return mkv_reg_err(rc, "delete");
 	return 0;
-}
-
-/* Whether a value is registered as starting at page. */
-bool
-mkv_reg_page_taken(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page)
-{
-	uint64_t be = htobe64(page);
-	MDB_val pk = { sizeof(be), &be }, d;
-
-	return mdb_get(reg_txn(txn), p->reg->pages, &pk, &d) == 0;
 }
 
 /*

@@ -88,7 +88,7 @@ count(struct mkv_txn *t, enum mkv_table table)
 
 START_TEST(test_insert_lookup_remove)
 {
-	struct mkv_entry e = entry(3, 2, TU_PAGE_SIZE + 5), got;
+	struct mkv_entry e = entry(3, 2, TU_PAGE_SIZE + 5), e2, got;
 	struct mkv_txn *t = wtxn(), *r;
 	uint8_t key[MKV_KEY_MAX];
 	size_t klen = 0;
@@ -101,31 +101,32 @@ START_TEST(test_insert_lookup_remove)
 	ck_assert_mem_eq(&got, &e, sizeof(e));
 	ck_assert_int_eq(mkv_reg_exists(p, t, "k1", 2), 0);
 	ck_assert_int_eq(mkv_reg_exists(p, t, "k2", 2), MKV_E_NOTFOUND);
-	ck_assert(mkv_reg_page_taken(p, t, 3));
-	ck_assert(!mkv_reg_page_taken(p, t, 4));
 	ck_assert_int_eq(mkv_reg_page_key(p, t, 3, key, &klen), 0);
 	ck_assert_uint_eq(klen, 2);
 	ck_assert_mem_eq(key, "k1", 2);
 	ck_assert_int_eq(mkv_reg_page_key(p, t, 4, key, &klen), MKV_E_NOTFOUND);
-	/* write-once: the key is not registered again */
-	mkv_err_clear();
-	ck_assert_int_eq(mkv_reg_insert(p, t, "k1", 2, &e), MKV_E_EXISTS);
-	ck_assert_str_ne(mkv_errormsg(), "");
+	/* a value on a first page taken: refused, nothing written, the txn goes on */
+	ck_assert_int_eq(mkv_reg_insert(p, t, "k9", 2, &e), 1);
+	ck_assert_int_eq(mkv_reg_exists(p, t, "k9", 2), MKV_E_NOTFOUND);
 	ck_assert_uint_eq(count(t, MKV_TABLE_ENTRIES), 1);
 	ck_assert_uint_eq(count(t, MKV_TABLE_PAGES), 1);
 	commit(t);
 	/*
-	 * Nor a value on a first page taken: refused, though the new key's
-	 * entry went in before the pages record failed, and the caller
-	 * aborts (commit.c fails the txn after an insert fails).
+	 * Nor a key registered again (write-once): refused, though the pages
+	 * record of the new page went in before the entry failed, and the
+	 * caller aborts (commit.c fails the txn after an insert fails).
 	 */
 	t = wtxn();
-	ck_assert_int_eq(mkv_reg_insert(p, t, "k9", 2, &e), MKV_E_EXISTS);
+	e2 = entry(6, 1, 1);
+	mkv_err_clear();
+	ck_assert_int_eq(mkv_reg_insert(p, t, "k1", 2, &e2), MKV_E_EXISTS);
+	ck_assert_str_ne(mkv_errormsg(), "");
 	ck_assert_int_eq(mkv_reg_wtxn_end(p, t, false), 0);
 
 	r = rtxn();
 	ck_assert_int_eq(mkv_reg_lookup(p, r, "k1", 2, &got), 0);
 	ck_assert_int_eq(mkv_reg_exists(p, r, "k9", 2), MKV_E_NOTFOUND);
+	ck_assert_int_eq(mkv_reg_page_key(p, r, 6, key, &klen), MKV_E_NOTFOUND);
 	ck_assert_uint_eq(got.parent, 0x1234);
 	ck_assert_uint_eq(got.length, TU_PAGE_SIZE + 5);
 	mkv_reg_rtxn_done(p, r);
@@ -136,7 +137,7 @@ START_TEST(test_insert_lookup_remove)
 	ck_assert_int_eq(mkv_reg_lookup(p, t, "k1", 2, &got), MKV_E_NOTFOUND);
 	ck_assert_str_eq(mkv_errormsg(), "no such key");
 	ck_assert_int_eq(mkv_reg_exists(p, t, "k1", 2), MKV_E_NOTFOUND);
-	ck_assert(!mkv_reg_page_taken(p, t, 3));
+	ck_assert_int_eq(mkv_reg_page_key(p, t, 3, key, &klen), MKV_E_NOTFOUND);
 	ck_assert_int_eq(mkv_reg_remove(p, t, "k1", 2, 3), MKV_E_NOTFOUND);
 	ck_assert_uint_eq(count(t, MKV_TABLE_ENTRIES), 0);
 	ck_assert_uint_eq(count(t, MKV_TABLE_PAGES), 0);
@@ -172,6 +173,8 @@ START_TEST(test_aborted_txn_leaves_nothing)
 	struct mkv_answer_rec a = { 1, 2, 0, 0, 3, 4 };
 	struct mkv_txn *t = wtxn(), *r;
 	uint64_t last = mkv_reg_last_txn(p), v, n;
+	uint8_t key[MKV_KEY_MAX];
+	size_t klen;
 
 	ck_assert_uint_eq(mkv_reg_txn_id(t), last + 1);
 	insert(t, "kept", &e1);
@@ -190,7 +193,7 @@ START_TEST(test_aborted_txn_leaves_nothing)
 	r = rtxn();
 	ck_assert_int_eq(mkv_reg_lookup(p, r, "kept", 4, &got), 0);
 	ck_assert_int_eq(mkv_reg_exists(p, r, "dropped", 7), MKV_E_NOTFOUND);
-	ck_assert(!mkv_reg_page_taken(p, r, 2));
+	ck_assert_int_eq(mkv_reg_page_key(p, r, 2, key, &klen), MKV_E_NOTFOUND);
 	ck_assert_int_eq(mkv_reg_kids(p, r, 99, &n), MKV_E_NOTFOUND);
 	ck_assert_int_eq(mkv_reg_freed_last(p, r, &v), MKV_E_NOTFOUND);
 	ck_assert_int_eq(mkv_reg_answer_get(p, r, 5, &a), MKV_E_NOTFOUND);
