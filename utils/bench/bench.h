@@ -227,6 +227,13 @@ int peer_entry_len(const char *path, const uint8_t key[BENCH_KEY_LEN], const cha
  * MDB_NOTLS, MDB_NORDAHEAD, plus flags); 0 or an LMDB code.
  */
 int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env);
+/*
+ * Whether fd's file lives in memory (tmpfs, ramfs, hugetlbfs).  There
+ * marukv persists with a fence alone, msync doing nothing but take a
+ * system call (marukv(7), WRITE PATH), and the peers persist as marukv
+ * does: a ratio compares the same work.
+ */
+bool peer_in_memory(int fd);
 /* "PROG CMD: LMDB peer: WHAT: LMDB's message" on stderr; returns -1. */
 int peer_fail(const char *cmd, const char *what, int rc);
 /*

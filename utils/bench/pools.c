@@ -8,6 +8,8 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -56,6 +58,14 @@ int peer_fail(const char *cmd, const char *what, int rc)
 {
 	fprintf(stderr, PROG " %s: LMDB peer: %s: %s\n", cmd, what, mdb_strerror(rc));
 	return -1;
+}
+
+bool peer_in_memory(int fd)
+{
+	struct statfs fs;
+
+	return fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC ||
+			fs.f_type == HUGETLBFS_MAGIC);
 }
 
 int peer_env(const char *file, uint64_t mapsize, unsigned flags, MDB_env **env)

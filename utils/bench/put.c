@@ -6,11 +6,14 @@
  *
  * memcpy: libc memcpy into a libpmem2 mapping of a file on the same
  * filesystem, mapped as marukv maps its data arena (shared, page store
- * granularity required), then the mapping's persist function (msync on
- * tmpfs, cache line flushes on a DAX filesystem): what any durable write
- * of the value does, the limit of the data path.
+ * granularity required), then persisted as marukv persists its values:
+ * the mapping's persist function (msync on a page-cache file, cache line
+ * flushes on a DAX filesystem), or a fence alone on a file in memory
+ * (peer_in_memory()): what any durable write of the value does, the limit
+ * of the data path.
  * nt-copy: libpmem2's memcpy function with PMEM2_F_MEM_NONTEMPORAL into
- * the same kind of mapping; it persists before it returns.
+ * the same kind of mapping; it persists before it returns (on a file in
+ * memory, with PMEM2_F_MEM_NOFLUSH, a fence).
  * mkv_put: the copying write.
  * alloc+publish: mkv_alloc, the caller's write in place (here the same
  * memcpy from the same source into buf.data) and mkv_publish.
@@ -130,6 +133,7 @@ struct mapping {
 	uint8_t *addr;
 	pmem2_persist_fn persist;
 	pmem2_memcpy_fn memcpy_fn;
+	bool in_memory;
 };
 
 /* Map fd as marukv maps its data arena (see src/persist.c); 0 or -1 (reported). */
@@ -153,6 +157,8 @@ static int map_like_arena(int fd, const char *path, struct mapping *m)
 	m->addr = pmem2_map_get_address(m->map);
 	m->persist = pmem2_get_persist_fn(m->map);
 	m->memcpy_fn = pmem2_get_memcpy_fn(m->map);
+	m->in_memory = pmem2_map_get_store_granularity(m->map) == PMEM2_GRANULARITY_PAGE &&
+		peer_in_memory(fd);
 	return 0;
 }
 
@@ -183,11 +189,18 @@ static int run_copy(const struct job *j, int nt, uint64_t *ns)
 	for (uint64_t i = 0; i < j->values; i++) {
 		uint8_t *dst = m.addr + i * stride;
 
-		if (nt) {
+		if (nt && m.in_memory) {
+			m.memcpy_fn(dst, j->src, j->size,
+					PMEM2_F_MEM_NONTEMPORAL | PMEM2_F_MEM_NOFLUSH);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		} else if (nt) {
 			m.memcpy_fn(dst, j->src, j->size, PMEM2_F_MEM_NONTEMPORAL);
 		} else {
 			memcpy(dst, j->src, j->size);
-			m.persist(dst, j->size);
+			if (m.in_memory)
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			else
+				m.persist(dst, j->size);
 		}
 	}
 	*ns = now_ns() - t0;

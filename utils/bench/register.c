@@ -10,9 +10,11 @@
  * mkv_publish_async with a window of tickets in flight (async).
  *
  * raw LMDB: W processes share a fresh LMDB environment on the same
- * filesystem, each taking LMDB's write lock itself: per key, the payload
- * copied into a shared mapping of a data file and msync'ed (what marukv's
- * persist does on tmpfs), then one write txn doing what a marukv
+ * filesystem, opened as the holder of a coherent pool opens its registry
+ * (MDB_WRITEMAP), each taking LMDB's write lock itself: per key, the
+ * payload copied into a shared mapping of a data file and persisted as
+ * marukv persists it (msync, but on a file in memory, where marukv does
+ * not: peer_in_memory()), then one write txn doing what a marukv
  * registration does in the registry: key -> an entry in the main database
  * (MDB_NOOVERWRITE) as long as marukv's, whose length the first marukv run
  * of a row reads from its pool (peer_entry_len()), big-endian page -> key
@@ -102,7 +104,7 @@ static int reg_parse(int argc, char **argv, struct reg_opts *o)
 			.help = "bytes per value, k/m/g suffixes allowed (default 4096)" },
 		OPT_REPEAT(&o->repeat, "runs per writer count; medians are reported (default 5)"),
 		{ "window", OPT_U64, &o->window, .arg = "N", .lo = 1, .hi = 1024,
-			.help = "async publishes in flight per writer (default 8)" },
+			.help = "async publishes in flight per writer (default 32, MKV_ASYNC_MAX)" },
 		OPT_DIR(&o->dir, "where the scratch pools go (default /dev/shm)"),
 		OPT_SEED(&o->seed, "seed of the keys (default 1)"),
 		OPT_JSON(&o->json),
@@ -236,19 +238,21 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 	MDB_dbi entries, pages;
 	uint8_t *map = MAP_FAILED;
 	void *val = value_make(o, idx);
+	bool in_memory = false;
 	int rc, fd;
 
 	if (!val) {
 		wfail(w, "writer", "out of memory");
 		goto out;
 	}
-	if ((rc = peer_env(envfile, gm->registry_size, 0, &env)) ||
+	if ((rc = peer_env(envfile, gm->registry_size, MDB_WRITEMAP, &env)) ||
 	    (rc = peer_dbis(env, 0, &entries, &pages))) {
 		wfail(w, "LMDB open", mdb_strerror(rc));
 		goto out;
 	}
 	fd = open(datafile, O_RDWR | O_CLOEXEC);
 	if (fd >= 0) {
+		in_memory = peer_in_memory(fd);
 		map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 	}
@@ -269,7 +273,7 @@ static void writer_lmdb(const struct reg_opts *o, const struct geom *gm, const c
 
 		key_make(key, o->seed, idx, i);
 		stamp(map + page * PAGE, val, o->value_size, key);
-		if (msync(map + page * PAGE, o->value_size, MS_SYNC) < 0) {
+		if (!in_memory && msync(map + page * PAGE, o->value_size, MS_SYNC) < 0) {
 			wfail(w, "msync", strerror(errno));
 			goto out;
 		}
@@ -641,7 +645,7 @@ int cmd_register(int argc, char **argv)
 {
 	struct reg_opts o = {
 		.writers = { 1, 2, 4, 8 }, .nwriters = 4, .keys = 5000, .value_size = 4096,
-		.repeat = 5, .window = 8, .seed = 1, .dir = "/dev/shm",
+		.repeat = 5, .window = MKV_ASYNC_MAX, .seed = 1, .dir = "/dev/shm",
 	};
 	struct row rows[MAX_ROWS];
 	double *v[2 * M_COUNT + R_COUNT] = { NULL };
