@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -37,24 +36,6 @@ grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
 		mkv_grants_put(p, ext);
 	else
 		mkv_holder_write(p, &back, mkv_holder_timeout(p));
-}
-
-/*
- * Map a new grant's pages into this process in one call (Linux 5.14),
- * where writing them one by one would take a page fault each: for small
- * values, most of what an allocation costs the first time this process
- * touches its pages.  An optimisation only: a kernel without it, or a
- * populate that fails, leaves the pages to fault as they are written.
- */
-static void
-populate(struct mkv_pool *p, const struct mkv_extent *ext)
-{
-#ifdef MADV_POPULATE_WRITE
-	(void)madvise(mkv_pool_page_addr(p, ext->page), ext->npages << p->page_shift,
-			MADV_POPULATE_WRITE);
-#else
-	(void)p, (void)ext;
-#endif
 }
 
 /*
@@ -88,7 +69,6 @@ grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
 		return mkv_err(MKV_E_CORRUPT, "pool %s: the lease holder granted pages %llu+%llu for %llu",
 				p->path, (unsigned long long)r.ext.page,
 				(unsigned long long)r.ext.npages, (unsigned long long)npages);
-	populate(p, &r.ext);
 	/* Ours first: other threads of the handle take from the cache meanwhile. */
 	*out = (struct mkv_extent){ r.ext.page, npages };
 	if (r.ext.npages > npages)
