@@ -60,6 +60,7 @@ struct mkv_mapping {
 	void (*persist)(const void *, size_t);
 	bool page_granular;     /* persisted by msync (page cache, tmpfs) */
 };
+bool mkv_persist_in_memory(int fd);
 int mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
 void mkv_persist_unmap(struct mkv_mapping *m);
 

@@ -27,8 +27,8 @@ persist_in_memory(const void *addr, size_t len)
 }
 
 /* Whether fd's file lives in memory, with no storage under its page cache. */
-static bool
-in_memory(int fd)
+bool
+mkv_persist_in_memory(int fd)
 {
 	struct statfs fs;
 
@@ -72,7 +72,7 @@ mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const c
 	m->size = pmem2_map_get_size(m->map);
 	m->persist = pmem2_get_persist_fn(m->map);
 	m->page_granular = pmem2_map_get_store_granularity(m->map) == PMEM2_GRANULARITY_PAGE;
-	if (m->page_granular && in_memory(fd))
+	if (m->page_granular && mkv_persist_in_memory(fd))
 		m->persist = persist_in_memory;
 out:
 	pmem2_source_delete(&src);

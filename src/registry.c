@@ -479,14 +479,18 @@ out:
  * LMDB's msync of the map before the meta persists the pages.  A
  * non-coherent pool's holder writes with pwrite, which on DAX memory the
  * kernel writes through to the device as it copies: other hosts see a
- * commit whatever this host's caches hold of the map.
+ * commit whatever this host's caches hold of the map.  On a file in
+ * memory (persist.c) there is nothing to sync to: MDB_NOSYNC spares the
+ * commit its msync or fdatasync calls.
  */
 static unsigned
 env_flags(const struct mkv_pool *p)
 {
+	unsigned flags = p->noncoherent ? 0 : MDB_WRITEMAP;
+
 	if (p->flags & MKV_RDONLY)
 		return MDB_RDONLY;
-	return p->noncoherent ? 0 : MDB_WRITEMAP;
+	return mkv_persist_in_memory(p->dirfd) ? flags | MDB_NOSYNC : flags;
 }
 
 int
