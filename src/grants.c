@@ -16,11 +16,12 @@
  * GRANT_QUICK_NS of the last grant, up to GRANT_MULT_MAX, and halved each
  * time it lasted longer than GRANT_SLOW_NS.  A client that allocates small
  * values fast asks the holder once per hundreds of them, not once per
- * four; one that allocates seldom holds few pages it does not use.
+ * four, and at most about 2 / GRANT_QUICK_NS times a second while under
+ * the caps; one that allocates seldom holds few pages it does not use.
  */
 #define GRANT_MULT_MIN 4U
 #define GRANT_MULT_MAX 256U
-#define GRANT_QUICK_NS (2 * 1000 * 1000ULL)
+#define GRANT_QUICK_NS (10 * 1000 * 1000ULL)
 #define GRANT_SLOW_NS (100 * 1000 * 1000ULL)
 
 int

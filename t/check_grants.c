@@ -14,6 +14,9 @@
  * pages or MKV_E_NOSPC), or A's publish refused; B's publish never fails
  * with MKV_E_CORRUPT; a deep verify finds nothing; A's value, if
  * published, keeps its bytes after B wrote its own.
+ *
+ * And a grant's size: it grows while a writer's cache of grants runs dry
+ * fast, so that a writer of small values seldom asks the holder.
  */
 #include <errno.h>
 #include <signal.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "unitutil.h"
 
 #define G_PAGE 4096U
 #define G_PAGES 256U       /* grant cap: 256 / (4 * 8) = 8 pages a client */
@@ -259,16 +263,86 @@ START_TEST(test_dead_clients_publish_and_anothers_grant_in_one_batch)
 }
 END_TEST
 
+/*
+ * A grant's size (grants.c): four allocations of the size asked for at
+ * first; twice as many each time the cache runs dry soon after the last
+ * grant, up to the cap; never fewer pages than asked, however small the
+ * cap; half as many after a grant that lasted 100 ms.
+ */
+START_TEST(test_grant_grows_when_used_fast_and_shrinks_when_slow)
+{
+	struct mkv_pool *p;
+	uint64_t n = 0;
+	unsigned asks = 1;
+
+	unit_holder_pool(256, &p, NULL);
+	ck_assert_uint_eq(mkv_grants_size(p, 3, 200), 12);
+	/* each ask right after the last: the size doubles to the cap */
+	for (; asks < 1000 && n < 200; asks++)
+		n = mkv_grants_size(p, 3, 200);
+	ck_assert_msg(n == 200, "after %u quick asks a grant holds %llu pages", asks,
+			(unsigned long long)n);
+	ck_assert_uint_eq(mkv_grants_size(p, 300, 200), 300);
+	ck_assert_uint_eq(mkv_grants_size(p, 5, 0), 5);
+	/* past the doublings, 256 allocations; then halved by each slow grant */
+	ck_assert_uint_eq(mkv_grants_size(p, 1, 1000), 256);
+	tu_sleep_ms(110);
+	ck_assert_uint_eq(mkv_grants_size(p, 1, 1000), 128);
+	tu_sleep_ms(110);
+	ck_assert_uint_eq(mkv_grants_size(p, 1, 1000), 64);
+	mkv_pool_close(&p);
+}
+END_TEST
+
+/*
+ * A client putting one-page values asks the holder for pages far less often
+ * than once per four of them: every registry txn of the run is one of its
+ * publishes or one of its grants.
+ */
+START_TEST(test_writer_of_small_values_asks_for_few_grants)
+{
+	enum { PUTS = 512 };
+	struct mkv_pool *h, *c;
+	struct mkv_stat st;
+	uint64_t before, grants;
+	char key[64];
+
+	unit_holder_pool(4096, &h, NULL);
+	TU_OK(tu_pool_open(tu_dir, 0, &c));
+	ck_assert(!c->h.holding);
+	before = mkv_reg_last_txn(h);
+	for (unsigned i = 0; i < PUTS; i++) {
+		size_t klen = tu_key(key, "small-", i);
+
+		TU_OK(tu_put(c, key, klen, 100));
+	}
+	grants = mkv_reg_last_txn(h) - before - PUTS;
+	ck_assert_msg(grants <= PUTS / 16, "%llu grants for %u one-page values",
+			(unsigned long long)grants, PUTS);
+	/* within the cap: a quarter of the pool over the clients' slots */
+	tu_stat(h, &st);
+	ck_assert_uint_le(st.pages_granted, 4096 / (4 * TU_MAX_CLIENTS));
+	mkv_pool_close(&c);
+	mkv_pool_close(&h);
+}
+END_TEST
+
 static Suite *
 grants_suite(void)
 {
 	Suite *s = suite_create("grants");
 	TCase *tc = tcase_create("group_commit");
+	TCase *sz = tcase_create("size");
 
 	tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_dead_clients_publish_and_anothers_grant_in_one_batch);
 	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(sz, tu_setup, tu_teardown);
+	tcase_set_timeout(sz, 60);
+	tcase_add_test(sz, test_grant_grows_when_used_fast_and_shrinks_when_slow);
+	tcase_add_test(sz, test_writer_of_small_values_asks_for_few_grants);
+	suite_add_tcase(s, sz);
 	return s;
 }
 

@@ -2,8 +2,8 @@
 /*
  * check_publish.c -- asynchronous publishes: mkv_publish_async() and
  * mkv_wait() on the lease holder and through the request ring, more
- * tickets in flight than a ring holds, duplicates in flight and
- * committed, tickets waited for twice or on another handle; and where an
+ * tickets in flight than a ring holds (and MKV_ASYNC_MAX of them, the
+ * next waiting), duplicates in flight and committed, tickets waited for twice or on another handle; and where an
  * asynchronous publish goes, which is where every write goes (a free
  * lease is taken, a fenced one dropped and the publish forwarded).
  *
@@ -11,7 +11,9 @@
  * (tu_fail); values carry the key's pattern (tu_fill).
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,6 +483,87 @@ START_TEST(test_async_publish_of_a_fenced_holder_goes_to_its_successor)
 }
 END_TEST
 
+/* The publish past MKV_ASYNC_MAX, from a thread: its result and when it returned. */
+struct one_more {
+	struct mkv_pool *pool;
+	struct mkv_buf *buf;
+	struct mkv_ticket *t;
+	int rc;
+	bool done;
+};
+
+static void *
+one_more_main(void *arg)
+{
+	struct one_more *m = arg;
+
+	m->rc = mkv_publish_async(m->pool, "more", 4, m->buf, m->t);
+	__atomic_store_n(&m->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * MKV_ASYNC_MAX publishes in flight on one handle, its holder stopped: each
+ * returns at once and waits in the ring; one more waits for the oldest
+ * until the holder goes on; then every ticket answers 0.
+ */
+START_TEST(test_async_max_in_flight_then_the_next_waits)
+{
+	static const struct tu_opts o = { .data_size = 8ULL << 20, .max_clients = TU_MAX_CLIENTS,
+			.lease_ms = 20000, .node = "a" };
+	struct tu_child h = TU_CHILD_NONE;
+	struct mkv_buf bufs[MKV_ASYNC_MAX + 1];
+	struct mkv_ticket t[MKV_ASYNC_MAX + 1];
+	struct one_more m;
+	struct mkv_pool *pool;
+	struct mkv_stat st;
+	pthread_t thread;
+	char key[64];
+	size_t klen;
+	double t0;
+
+	TU_OK(tu_open(tu_path, MKV_CREATE, &o, &pool));
+	mkv_pool_close(&pool);
+	tu_child_start(&h, tu_stay, &(struct tu_stay){ tu_path, &o });
+	tu_child_expect(&h, "H", 'o', 20);
+	TU_OK(tu_open(tu_path, 0, &o, &pool));
+	for (unsigned i = 0; i <= MKV_ASYNC_MAX; i++) {
+		TU_OK(mkv_alloc(pool, TU_PAGE_SIZE, &bufs[i]));
+		klen = tu_key(key, "inflight-", i);
+		tu_fill(bufs[i].data, TU_PAGE_SIZE, key, klen);
+	}
+	ck_assert_int_eq(tu_stop(h.pid, 10), 0);
+	t0 = tu_now();
+	for (unsigned i = 0; i < MKV_ASYNC_MAX; i++) {
+		klen = tu_key(key, "inflight-", i);
+		TU_OK(mkv_publish_async(pool, key, klen, &bufs[i], &t[i]));
+	}
+	ck_assert_msg(tu_now() - t0 < 5.0, "%u publishes took %.1f s with the holder stopped",
+			MKV_ASYNC_MAX, tu_now() - t0);
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(st.requests_pending, MKV_ASYNC_MAX);
+	m = (struct one_more){ pool, &bufs[MKV_ASYNC_MAX], &t[MKV_ASYNC_MAX], -1, false };
+	tu_fill(bufs[MKV_ASYNC_MAX].data, TU_PAGE_SIZE, "more", 4);
+	ck_assert_int_eq(pthread_create(&thread, NULL, one_more_main, &m), 0);
+	tu_sleep_ms(300);
+	ck_assert_msg(!__atomic_load_n(&m.done, __ATOMIC_ACQUIRE),
+			"publish %u returned (%d) with %u in flight and the holder stopped",
+			MKV_ASYNC_MAX + 1, m.rc, MKV_ASYNC_MAX);
+	ck_assert_int_eq(kill(h.pid, SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(thread, NULL), 0);
+	TU_OK(m.rc);
+	for (unsigned i = 0; i <= MKV_ASYNC_MAX; i++)
+		TU_OK(mkv_wait(pool, &t[i]));
+	for (unsigned i = 0; i < MKV_ASYNC_MAX; i++) {
+		klen = tu_key(key, "inflight-", i);
+		ck_assert_int_eq(tu_check(pool, key, klen, TU_PAGE_SIZE), 0);
+	}
+	ck_assert_int_eq(tu_check(pool, "more", 4, TU_PAGE_SIZE), 0);
+	mkv_pool_close(&pool);
+	tu_child_end(&h);
+}
+END_TEST
+
 static Suite *
 publish_suite(void)
 {
@@ -494,6 +577,7 @@ publish_suite(void)
 	tcase_add_test(tc, test_async_publish_takes_a_free_lease);
 	tcase_add_test(tc, test_async_publish_waits_out_a_held_writer_lock);
 	tcase_add_test(tc, test_async_publish_of_a_fenced_holder_goes_to_its_successor);
+	tcase_add_test(tc, test_async_max_in_flight_then_the_next_waits);
 	suite_add_tcase(s, tc);
 	return s;
 }
