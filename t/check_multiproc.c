@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * check_multiproc.c -- several processes on one pool: writers and readers
- * on a chain of keys, and writers racing to publish the same keys.
+ * on a chain of keys, writers racing to publish the same keys, and a
+ * holder and clients that burn no CPU once idle.
  * Each process opens the pool itself; results come back through exit
  * statuses and a shared anonymous mapping of counters.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +415,102 @@ START_TEST(test_publish_and_delete_keep_page_counts)
 }
 END_TEST
 
+/* CPU time (user and system) of process @p pid so far, in seconds (/proc). */
+static double
+proc_cpu(pid_t pid)
+{
+	unsigned long utime = 0, stime = 0;
+	char path[64], buf[1024], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after the command's ")": state, then fields 4 to 13, utime, stime */
+	p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			&utime, &stime), 2);
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A client: open, on 'p' put IDLE_PUTS one-page values, then stay open until 'x'. */
+#define IDLE_PUTS 300
+static int
+idle_client(int cmd, int ev, void *arg)
+{
+	struct mkv_pool *pool;
+	char key[64];
+
+	(void)arg;
+	if (tu_pool_open(tu_dir, 0, &pool) < 0)
+		return 20;
+	tu_write_byte(ev, 'o');
+	if (tu_read_byte(cmd, 60) != 'p')
+		return 21;
+	for (unsigned i = 0; i < IDLE_PUTS; i++) {
+		size_t klen = tu_key(key, "idle-", (unsigned)getpid() * IDLE_PUTS + i);
+
+		if (tu_put(pool, key, klen, TU_PAGE_SIZE) != 0)
+			return 22;
+	}
+	tu_write_byte(ev, 'p');
+	if (tu_read_byte(cmd, 60) != 'x')
+		return 23;
+	mkv_pool_close(&pool);
+	return 0;
+}
+
+/*
+ * The holder and its clients, once their writes are done, sleep: a wait
+ * polls for a moment before it sleeps (marukv(7), The single-writer lease),
+ * but none of them burns a core while nothing comes.
+ */
+START_TEST(test_idle_holder_and_clients_burn_no_cpu)
+{
+	static const struct tu_opts o = { .data_size = MP_DATA_SIZE, .max_clients = 16 };
+	struct tu_child h = TU_CHILD_NONE, c[2] = { TU_CHILD_NONE, TU_CHILD_NONE };
+	double before[3], used;
+	struct mkv_pool *pool;
+	pid_t pids[3];
+
+	TU_OK(tu_pool_create(tu_dir, MP_DATA_SIZE, TU_PAGE_SIZE, 16, &pool));
+	mkv_pool_close(&pool);
+	tu_child_start(&h, tu_stay, &(struct tu_stay){ tu_path, &o });
+	tu_child_expect(&h, "holder", 'o', 20);
+	for (int i = 0; i < 2; i++) {
+		tu_child_start(&c[i], idle_client, NULL);
+		tu_child_expect(&c[i], "client", 'o', 20);
+	}
+	for (int i = 0; i < 2; i++)
+		tu_write_byte(c[i].cmd, 'p');
+	for (int i = 0; i < 2; i++)
+		tu_child_expect(&c[i], "client", 'p', 60);
+	pids[0] = h.pid;
+	pids[1] = c[0].pid;
+	pids[2] = c[1].pid;
+	for (int i = 0; i < 3; i++)
+		before[i] = proc_cpu(pids[i]);
+	tu_sleep_ms(1000);
+	for (int i = 0; i < 3; i++) {
+		used = proc_cpu(pids[i]) - before[i];
+		ck_assert_msg(used < 0.1, "%s %d used %.2f s of CPU in an idle second",
+				i ? "a client" : "the holder", (int)pids[i], used);
+	}
+	for (int i = 0; i < 2; i++) {
+		tu_write_byte(c[i].cmd, 'x');
+		ck_assert_int_eq(tu_reap(c[i].pid, 20), 0);
+		c[i].pid = -1;
+		tu_child_end(&c[i]);
+	}
+	tu_child_end(&h);
+}
+END_TEST
+
 static Suite *
 multiproc_suite(void)
 {
@@ -425,6 +523,7 @@ multiproc_suite(void)
 	tcase_add_test(tc, test_writers_and_readers_on_a_chain);
 	tcase_add_test(tc, test_racing_writers_one_wins_each_key);
 	tcase_add_test(tc, test_publish_and_delete_keep_page_counts);
+	tcase_add_test(tc, test_idle_holder_and_clients_burn_no_cpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

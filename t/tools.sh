@@ -125,10 +125,10 @@ rc=$?
 check "bench register exits 0 (got $rc)" test "$rc" -eq 0
 check "bench register is quiet on stderr" test ! -s "$tmp/reg.err"
 check "bench register has its columns" grep -Eq \
-	'^writers +marukv sync +marukv async\(8\) +raw LMDB +holder.s own +sync/LMDB +async/LMDB +sync/holder$' \
+	'^writers +marukv sync +marukv async\(32\) +raw LMDB +holder.s own +sync/LMDB +async/LMDB +sync/holder$' \
 	"$tmp/reg.out"
 check "bench register has its CPU table" grep -Eq \
-	'^writers +marukv sync +marukv async\(8\) +raw LMDB +holder.s own *$' "$tmp/reg.out"
+	'^writers +marukv sync +marukv async\(32\) +raw LMDB +holder.s own *$' "$tmp/reg.out"
 check "bench register has rows for 1 and 2 writers" \
 	test "$(sed -n 's/^ *\([12]\)  *[0-9][0-9]* (.*/\1/p' "$tmp/reg.out" | tr '\n' ' ')" = "1 2 "
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/reg.err" ] || show "$tmp/reg.out" "$tmp/reg.err"
