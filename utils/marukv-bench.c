@@ -27,7 +27,7 @@ static const struct command commands[] = {
 	{ "takeover", cmd_takeover, "time to take the lease over after kill -9 of the holder" },
 	{ "lookup", cmd_lookup, "lookup and zero-copy get latency: marukv vs raw LMDB and Redis" },
 	{ "getsize", cmd_getsize, "zero-copy get latency as values grow, vs Redis GET" },
-	{ "put", cmd_put, "write throughput, 4 KiB to 16 MiB: vs memcpy, pmem2 copy, Redis SET" },
+	{ "put", cmd_put, "write throughput, 4 KiB to 32 MiB: vs memcpy, pmem2 copy, Redis SET" },
 	{ "hitrate", cmd_hitrate, "prefix hit rate of marukv's eviction vs an exact LRU" },
 	{ "evict", cmd_evict, "keys evicted/s, and get latency with and without eviction" },
 	{ "flush", cmd_flush, "cost of clflush, clflushopt and clwb, and of invalidate+read" },

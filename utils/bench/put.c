@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * put: throughput of writes of values of 4 KiB to 16 MiB into a pool,
+ * put: throughput of writes of values of 4 KiB to 32 MiB into a pool,
  * against the data path without marukv and against Redis SET, in the same
  * run.  Modes:
  *
@@ -94,7 +94,7 @@ static int put_parse(int argc, char **argv, struct put_opts *o)
 		{ "sizes", OPT_SIZE_LIST, o->sizes, .arg = "LIST", .lo = 1, .hi = 256ULL << 20,
 			.max = MAX_SIZES, .count = &o->nsizes, .items = "sizes",
 			.help = "comma-separated value sizes, k/m/g suffixes allowed\n"
-				"(default 4k,64k,1m,16m)" },
+				"(default 4k,64k,1m,16m,32m)" },
 		{ "bytes", OPT_SIZE, &o->bytes, .arg = "BYTES", .lo = 1, .hi = 1ULL << 36,
 			.help = "bytes a run writes, k/m/g suffixes allowed (default 256m)" },
 		{ "max-values", OPT_U64, &o->max_values, .arg = "N", .lo = 1, .hi = 1U << 20,
@@ -546,7 +546,8 @@ static void print_json(const struct put_opts *o, const struct row *rows)
 int cmd_put(int argc, char **argv)
 {
 	struct put_opts o = {
-		.sizes = { 4096, 65536, 1U << 20, 16U << 20 }, .nsizes = 4, .bytes = 256ULL << 20,
+		.sizes = { 4096, 65536, 1U << 20, 16U << 20, 32U << 20 }, .nsizes = 5,
+		.bytes = 256ULL << 20,
 		.max_values = 4096, .repeat = 5, .seed = 1, .dir = "/dev/shm", .redis = 1,
 	};
 	struct redis_server srv = { .pid = -1 };
