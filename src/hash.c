@@ -39,11 +39,12 @@ mkv_hash_checksum(const void *buf, size_t len)
 }
 
 /*
- * memcpy(dst, src, len) and mkv_hash_checksum(dst, len) at once: each chunk
- * is hashed just after it is written, while it is still in cache, instead
- * of the whole value being read back from memory after the copy.  The
- * bytes hashed are those written, not the source, which the caller might
- * change under us.
+ * memcpy(dst, src, len) and mkv_hash_checksum(src, len) at once, reading
+ * the source once: each chunk is hashed, then copied from the cache while
+ * it is still there, with stores that bypass the cache (the bytes written
+ * are not read back).  A caller that changes its source while this copies
+ * it gets a checksum that may not match the bytes written: a reader that
+ * verifies refuses the value (marukv(7), INTEGRITY).
  */
 uint64_t
 mkv_hash_copy(void *dst, const void *src, size_t len)
@@ -55,9 +56,10 @@ mkv_hash_copy(void *dst, const void *src, size_t len)
 	XXH3_64bits_reset(&st);
 	for (size_t off = 0, n; off < len; off += n) {
 		n = len - off < MKV_HASH_CHUNK ? len - off : MKV_HASH_CHUNK;
-		memcpy(d + off, s + off, n);
-		XXH3_64bits_update(&st, d + off, n);
+		XXH3_64bits_update(&st, s + off, n);
+		mkv_persist_copy(d + off, s + off, n);
 	}
+	mkv_persist_copy_done();
 	return XXH3_64bits_digest(&st) | 1;
 }
 

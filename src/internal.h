@@ -37,7 +37,7 @@ uint64_t mkv_clock_wall(void);
 int64_t mkv_clock_age_ms(uint64_t wall_ns);
 void mkv_clock_sleep(uint64_t ns);
 
-/* hash.c: hashes stored in the pool */
+/* hash.c: hashes stored in the pool (mkv_hash_copy(): the source's, as it is copied) */
 uint64_t mkv_hash_fnv1a(const void *buf, size_t len);
 uint64_t mkv_hash_checksum(const void *buf, size_t len);
 /* mkv_hash_copy()'s step: a chunk well inside a core's L2 */
@@ -61,6 +61,8 @@ struct mkv_mapping {
 	bool page_granular;     /* persisted by msync (page cache, tmpfs) */
 };
 bool mkv_persist_in_memory(int fd);
+void mkv_persist_copy(void *dst, const void *src, size_t n);
+void mkv_persist_copy_done(void);
 int mkv_persist_map(int fd, size_t size, bool rdonly, struct mkv_mapping *m, const char *what);
 void mkv_persist_unmap(struct mkv_mapping *m);
 

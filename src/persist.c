@@ -13,11 +13,60 @@
 
 #include <string.h>
 #include <sys/vfs.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <linux/magic.h>
 
 #include <libpmem2.h>
 
 #include "internal.h"
+
+/*
+ * Copy n bytes into pool memory with stores that bypass the caches where
+ * the processor has them (x86's non-temporal stores, SSE2): a value is
+ * written once and read by others, and a store that goes through the
+ * cache first reads the line it writes from memory.  Weakly ordered:
+ * mkv_persist_copy_done() fences them.
+ */
+void
+mkv_persist_copy(void *dst, const void *src, size_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+#if defined(__x86_64__)
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+
+	if (n < 64 + head) {
+		memcpy(d, s, n);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+#endif
+	memcpy(d, s, n);
+}
+
+void
+mkv_persist_copy_done(void)
+{
+#if defined(__x86_64__)
+	_mm_sfence();
+#endif
+}
 
 static void
 persist_in_memory(const void *addr, size_t len)

@@ -385,10 +385,12 @@ mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, si
 		return mkv_err(MKV_E_INVAL, "mkv_put: value is NULL");
 	if ((rc = mkv_alloc(pool, len, &buf)))
 		return rc;
-	if (pool->flags & MKV_NOCHECKSUM)
-		memcpy(buf.data, val, len);
-	else
+	if (pool->flags & MKV_NOCHECKSUM) {
+		mkv_persist_copy(buf.data, val, len);
+		mkv_persist_copy_done();
+	} else {
 		sum = mkv_hash_copy(buf.data, val, len);
+	}
 	rc = publish(pool, key, klen, &buf, sum);
 	if (rc && buf.data) {
 		char msg[512];

@@ -71,14 +71,19 @@ START_TEST(test_copy_and_hash_is_memcpy_and_one_shot_xxh3)
 		const uint8_t *s = src + (n < MAX_SIZE ? 1 : 0);
 		uint64_t sum;
 
-		memset(dst, 0xa5, MAX_SIZE + 2 * GUARD);
-		sum = mkv_hash_copy(dst + GUARD, s, n);
-		ck_assert_msg(sum == one_shot(s, n), "size %zu: %016llx, XXH3 %016llx", n,
-				(unsigned long long)sum, (unsigned long long)one_shot(s, n));
-		ck_assert_msg(sum == mkv_hash_checksum(s, n), "size %zu: checksum differs", n);
-		ck_assert_msg(memcmp(dst + GUARD, s, n) == 0, "size %zu: copy differs", n);
-		ck_assert_msg(dst[GUARD - 1] == 0xa5 && dst[GUARD + n] == 0xa5,
-				"size %zu: written outside the value", n);
+		/* and the destination aligned, then not (its stores stream from 16 bytes) */
+		for (size_t at = GUARD; at < GUARD + 16; at += 7) {
+			memset(dst, 0xa5, MAX_SIZE + 2 * GUARD);
+			sum = mkv_hash_copy(dst + at, s, n);
+			ck_assert_msg(sum == one_shot(s, n), "size %zu: %016llx, XXH3 %016llx", n,
+					(unsigned long long)sum, (unsigned long long)one_shot(s, n));
+			ck_assert_msg(sum == mkv_hash_checksum(s, n), "size %zu: checksum differs",
+					n);
+			ck_assert_msg(memcmp(dst + at, s, n) == 0, "size %zu at +%zu: copy differs",
+					n, at - GUARD);
+			ck_assert_msg(dst[at - 1] == 0xa5 && dst[at + n] == 0xa5,
+					"size %zu at +%zu: written outside the value", n, at - GUARD);
+		}
 	}
 	free(dst);
 }
