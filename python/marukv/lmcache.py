@@ -55,10 +55,10 @@ deletes through submit_batch_delete.
 
 What each call does, per key, and what the completion says:
 
-  set     stores the buffer's bytes: a pool allocation filled straight from
-          the buffer (one copy, GIL released), then published.  A key that
-          exists already is a success (marukv values are write-once, and
-          identical keys hold identical chunks).
+  set     stores the buffer's bytes with Pool.put: one copy straight from
+          the buffer into the pool, hashed as it is read (GIL released),
+          then published.  A key that exists already is a success (marukv
+          values are write-once, and identical keys hold identical chunks).
   get     copies the value straight from the pool into the buffer (one
           copy, GIL released) if the key exists and the value is exactly as
           long as the buffer; otherwise a miss (False), the buffer
@@ -309,12 +309,10 @@ class Connector:
     def _set(self, key, src):
         if self._pool.exists(key):          # write-once: stored already
             return True
-        with self._pool.alloc(_nbytes(src)) as buf:     # aborted unless published
-            buf.fill_from(src)
-            try:
-                self._pool.publish(key, buf)
-            except marukv.Exists:           # another process stored it meanwhile
-                pass
+        try:
+            self._pool.put(key, src)
+        except marukv.Exists:               # another process stored it meanwhile
+            pass
         return True
 
     def _get(self, key, dst):
