@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -414,6 +415,27 @@ fenced_b(int cmd, int ev, void *arg)
 	return 0;
 }
 
+/*
+ * Whether pid's main thread is in a nap (clock_nanosleep), as the registry
+ * writer's wait for super's flock naps between its tries (lock.c); the
+ * thread sleeps in read() while it waits for the test's command.
+ */
+static bool
+napping(pid_t pid)
+{
+	char path[64], buf[64];
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return false;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld", &nr) != 1)
+		nr = -1;
+	fclose(f);
+	return nr == SYS_clock_nanosleep;
+}
+
 START_TEST(test_async_publish_of_a_fenced_holder_goes_to_its_successor)
 {
 	struct fenced_sh *sh = tu_shared(sizeof(*sh));
@@ -432,9 +454,14 @@ START_TEST(test_async_publish_of_a_fenced_holder_goes_to_its_successor)
 	tu_child_start(&b, fenced_b, sh);
 	tu_child_expect(&b, "B", 'o', 20);
 
-	/* A's publish waits for the lock we hold, and is stopped there */
+	/*
+	 * A's publish waits for the lock we hold, and is stopped there: once its
+	 * thread naps between tries (a loaded machine may take A longer than
+	 * any fixed pause to get there, and A stopped before it is another test)
+	 */
 	fd = tu_lock_writers(tu_path);
 	tu_write_byte(a.cmd, 'p');
+	ck_assert_msg(TU_UNTIL(napping(a.pid), 10), "A's publish never waited for the lock");
 	tu_sleep_ms(F_PERIOD / 20);
 	ck_assert_int_eq(tu_stop(a.pid, 10), 0);
 	close(fd);
