@@ -252,8 +252,14 @@ turn(struct sweep *w, unsigned min_age)
 		uint64_t step = 0, pg = w->hand < w->p->nr_pages ? w->hand : 0;
 		uint8_t h = __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED);
 
-		/* 0: not a value's first page; the registry is asked only about old ones */
-		if (h && mkv_evict_age(w->tick, h) >= min_age && page_key(w, pg, key, &klen)) {
+		/*
+		 * 0: not a value's first page; the registry is asked only about
+		 * old ones.  The last turn asks about every page in use: a hint
+		 * undone to 0 by another host's write-back must not keep its
+		 * value from eviction.
+		 */
+		if ((h || !min_age) && mkv_evict_age(w->tick, h) >= min_age &&
+		    page_key(w, pg, key, &klen)) {
 			uint64_t hash = mkv_hash_key(key, klen);
 
 			if (is_tail(w, hash))

@@ -605,12 +605,17 @@ static inline uint64_t mkv_evict_clock(const struct mkv_pool *p)
 }
 /*
  * A read of the value at page: a plain store, no lock and no registry
- * write.  Between hosts, a hint written back with its line may overwrite
- * another host's hints of neighbouring pages: they only guide eviction.
+ * write.  Between hosts, a hint written back with its line carries this
+ * host's copy of the hints of neighbouring pages: the line is dropped
+ * first, so that the copy is the device's, not one cached before those
+ * values were published (a hint undone to 0 hides its value from
+ * eviction, evict.c).  A store of another host between the two may still
+ * be undone: hints only guide eviction.
  */
 static inline void mkv_evict_touch(struct mkv_pool *p, uint64_t page)
 {
 	mkv_share_inval(p, &p->state->tick, sizeof(p->state->tick));
+	mkv_share_inval(p, &p->hints[page], 1);
 	__atomic_store_n(&p->hints[page], (uint8_t)mkv_evict_clock(p), __ATOMIC_RELAXED);
 	mkv_share_wb(p, &p->hints[page], 1);
 }

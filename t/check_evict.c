@@ -4,9 +4,11 @@
  * values and evicts in batches, allocations evict when short of pages, views of evicted keys stay
  * intact, a writer keeping a small pool full never gets MKV_E_NOSPC
  * while views come and go, a pool whose every page is pinned (or granted)
- * gives MKV_E_NOSPC and recovers once the views are released; chains lose their tails before
+ * gives MKV_E_NOSPC and recovers once the views are released; values whose
+ * access hints were lost still go; chains lose their tails before
  * their heads, and mkv_publish_chain() links blocks from any client.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "layout.h"
 
 #define PAGES (TU_DATA_SIZE / TU_PAGE_SIZE)
 #define LOW 5U
@@ -275,6 +278,52 @@ START_TEST(test_full_pool_never_nospc_while_evictable)
 	klen = tu_key(key, "full-", i - 1);
 	ck_assert_int_eq(tu_check(r.pool, key, klen, tu_vlen(key, klen, 1, 4 * TU_PAGE_SIZE)), 0);
 	mkv_pool_close(&r.pool);
+}
+END_TEST
+
+/*
+ * Access hints undone to 0 (another host's stale line written back over
+ * them, marukv.7): a pool full of such values still makes room for a
+ * value of half its size, and again, rather than failing with
+ * MKV_E_NOSPC, although no value has a hint to order it by.
+ */
+START_TEST(test_values_whose_hints_were_lost_still_go)
+{
+	enum { SMALL = 64 };
+	struct mkv_pool *pool;
+	struct mkv_super sb;
+	struct mkv_stat st;
+	char key[64], super[4096], *path;
+	size_t klen;
+	unsigned i;
+	int fd;
+
+	evict_pool(SMALL * TU_PAGE_SIZE, &pool);
+	for (i = 0; i < 2 * SMALL; i++) {
+		klen = tu_key(key, "old-", i);
+		TU_OK(tu_put(pool, key, klen, TU_PAGE_SIZE));
+	}
+	tu_stat(pool, &st);
+	ck_assert_uint_gt(st.evictions, 0);
+	path = tu_pool_path(tu_dir);
+	ck_assert_int_lt(snprintf(super, sizeof(super), "%s/super", path), (int)sizeof(super));
+	fd = open(super, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &sb, sizeof(sb), 0), sizeof(sb));
+	{
+		uint8_t zero[SMALL] = { 0 };
+
+		ck_assert_uint_eq(sb.nr_pages, SMALL);
+		ck_assert_int_eq(pwrite(fd, zero, sizeof(zero), (off_t)sb.hint_off), sizeof(zero));
+	}
+	close(fd);
+	for (i = 0; i < 2; i++) {
+		klen = tu_key(key, "half-", i);
+		TU_OK(tu_put(pool, key, klen, SMALL / 2 * TU_PAGE_SIZE));
+		ck_assert_int_eq(tu_check(pool, key, klen, SMALL / 2 * TU_PAGE_SIZE), 0);
+	}
+	free(path);
+	mkv_pool_close(&pool);
 }
 END_TEST
 
@@ -608,6 +657,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_all_pinned_is_nospc_then_recovers);
 	tcase_add_test(tc, test_full_pool_never_nospc_while_evictable);
 	tcase_add_test(tc, test_pinned_or_in_flight_is_nospc_then_clears);
+	tcase_add_test(tc, test_values_whose_hints_were_lost_still_go);
 	tcase_add_test(tc, test_watermarks_are_checked_and_changeable);
 	tcase_add_test(tc, test_chains_lose_tails_before_heads);
 	tcase_add_test(tc, test_publish_chain_shares_and_checks);
