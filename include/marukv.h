@@ -90,7 +90,14 @@ extern "C" {
 #define MKV_E_INTERNAL (-10006)   /**< unexpected failure inside a dependency; see mkv_errormsg() */
 #define MKV_E_EXPIRED  (-10007)   /**< this handle's client slot was taken away (it was judged
                                        dead): its views may have changed; reopen the pool */
-#define MKV_E_LAST     (-10007)
+#define MKV_E_RANGE    (-ERANGE)  /**< a frame does not fit the caller's buffer, or MRDN v1 */
+#define MKV_E_FRAME_MAGIC (-10008) /**< not an MRDN frame: its first 4 bytes are not "MRDN" */
+#define MKV_E_FRAME_VERSION (-10009) /**< an MRDN frame of another version, or with header
+                                          padding that is not zero */
+#define MKV_E_FRAME_SHORT (-10010) /**< fewer bytes than the frame's header and body_len say */
+#define MKV_E_FRAME_CHECKSUM (-10011) /**< the body does not match the frame's checksum */
+#define MKV_E_FRAME_BODY (-10012)  /**< the body, checksum intact, is not a marukv value */
+#define MKV_E_LAST     (-10012)
 /** @} */
 
 /** Opaque handle of an open pool. */
@@ -699,6 +706,80 @@ MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
  */
 MKV_EXPORT int mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, unsigned flags, struct mkv_view *views, size_t *found);
+/** @} */
+
+/** @defgroup frames Transfer frames
+ * A value leaves a pool, and enters another, as an MRDN v1 frame: a
+ * 32-byte header ("MRDN", version 1, body_len, a tier byte, the body's
+ * BLAKE3 hash truncated to 16 bytes; integers little-endian) and a body
+ * holding the key, the value and its link in a chain.  marukv(7), FRAMES,
+ * has the byte layout.
+ * @{ */
+/** Bytes of an MRDN v1 frame's header. */
+#define MKV_FRAME_HEADER 32U
+/** Bytes of a marukv body before its key. */
+#define MKV_FRAME_BODY_HEADER 32U
+/** Largest body MRDN v1 can carry (body_len is 32 bits). */
+#define MKV_FRAME_BODY_MAX 0xffffffffULL
+
+/** A frame as mkv_frame_parse() reads it; pointers into the caller's bytes. */
+struct mkv_frame {
+	uint64_t frame_len;  /**< header and body: the bytes the frame takes in a
+	                          stream; 0 if its header is not a readable MRDN v1 one */
+	const void *key;
+	size_t klen;
+	const void *value;
+	size_t vlen;
+	uint64_t parent;     /**< the key hash of the block before it in its chain, 0: none */
+	uint8_t tier;        /**< the producer's tier label, as the header carries it */
+};
+/**
+ * Check the frame at the start of @p buf (@p len bytes, perhaps more
+ * than one frame) and read it into *f: magic, version, padding, that
+ * body_len bytes follow the header, the checksum, then the body's layout.
+ * f->frame_len is set as soon as the header is read, so a caller can
+ * step over a frame refused for its checksum or body.
+ * Errors: MKV_E_INVAL (NULL argument), MKV_E_FRAME_SHORT,
+ * MKV_E_FRAME_MAGIC, MKV_E_FRAME_VERSION, MKV_E_FRAME_CHECKSUM,
+ * MKV_E_FRAME_BODY.
+ */
+MKV_EXPORT int mkv_frame_parse(const void *buf, size_t len, struct mkv_frame *f);
+/**
+ * Write the frame of @p key into @p buf: its value copied from the pool
+ * once, hashed on the way.  *len is the frame's size, on success and
+ * when it does not fit (MKV_E_RANGE): a call with @p cap 0 asks for it.
+ * @p tier (0 to 255) goes into the header as the tier label.  With
+ * MKV_VERIFY the value is checked against its checksum first, as by
+ * mkv_get().
+ * Errors: MKV_E_INVAL (NULL argument, bad key, tier over 255), MKV_E_RANGE
+ * (larger than @p cap, or than MKV_FRAME_BODY_MAX of body), and those of
+ * mkv_get().
+ */
+MKV_EXPORT int mkv_export(struct mkv_pool *pool, const void *key, size_t klen, unsigned tier,
+		void *buf, size_t cap, size_t *len);
+/**
+ * Write the frame of @p key to @p fd, the value straight from the pool's
+ * pages (writev), after a first pass that hashes it.  A short write is
+ * continued; an interrupted one retried.  *len (may be NULL) gets the
+ * bytes written, all of the frame on success.  A write error leaves part
+ * of a frame on @p fd.  SIGPIPE is the caller's, as for write(2).
+ * Errors: those of mkv_export() but for the buffer, and MKV_E_IO (a write
+ * failed, or would block; mkv_errormsg() says why).
+ */
+MKV_EXPORT int mkv_export_fd(struct mkv_pool *pool, const void *key, size_t klen,
+		unsigned tier, int fd, uint64_t *len);
+/**
+ * Publish the value of the frame at the start of @p buf under its key,
+ * linked to its parent as it was where it was exported.  The frame is
+ * checked whole (mkv_frame_parse()) before anything is allocated; a
+ * frame is imported entirely or not at all.  *f (may be NULL) gets the
+ * frame as parsed, its frame_len set even when the frame is refused
+ * (see mkv_frame_parse()).
+ * Errors: those of mkv_frame_parse(), MKV_E_EXISTS (the key is published
+ * already; nothing is written), and those of mkv_put().
+ */
+MKV_EXPORT int mkv_import(struct mkv_pool *pool, const void *buf, size_t len,
+		struct mkv_frame *f);
 /** @} */
 
 #ifdef __cplusplus

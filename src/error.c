@@ -82,6 +82,18 @@ mkv_strerror(int code)
 		return "no lease holder answered in time";
 	case MKV_E_PERM:
 		return "pool directory or file is unsafe to use";
+	case MKV_E_RANGE:
+		return "the frame does not fit the buffer or an MRDN v1 frame";
+	case MKV_E_FRAME_MAGIC:
+		return "not an MRDN frame";
+	case MKV_E_FRAME_VERSION:
+		return "MRDN frame of another version, or with unknown header bits";
+	case MKV_E_FRAME_SHORT:
+		return "MRDN frame truncated";
+	case MKV_E_FRAME_CHECKSUM:
+		return "MRDN frame's body does not match its checksum";
+	case MKV_E_FRAME_BODY:
+		return "MRDN frame's body is not a marukv value";
 	default:
 		break;
 	}

@@ -64,8 +64,9 @@ still_alive(struct mkv_pool *p, struct mkv_view *views, size_t n)
 	return mkv_client_check(p, "mkv_get");
 }
 
-MKV_EXPORT int
-mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *view)
+int
+mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t klen,
+		struct mkv_view *view, uint64_t *parent)
 {
 	struct mkv_entry e;
 	struct mkv_txn *txn;
@@ -73,10 +74,10 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 	int rc;
 
 	mkv_err_clear();
-	if ((rc = mkv_client_check(pool, "mkv_get")) || (rc = mkv_valid_key(key, klen)))
+	if ((rc = mkv_client_check(pool, who)) || (rc = mkv_valid_key(key, klen)))
 		return rc;
 	if (!view)
-		return mkv_err(MKV_E_INVAL, "mkv_get: view is NULL");
+		return mkv_err(MKV_E_INVAL, "%s: view is NULL", who);
 	memset(view, 0, sizeof(*view));
 	epoch = mkv_epoch_enter(pool, 1);
 	if (!epoch)
@@ -90,7 +91,15 @@ mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *vi
 		mkv_epoch_leave(pool, epoch, 1);
 		return rc;
 	}
+	if (parent)
+		*parent = e.parent;
 	return 0;
+}
+
+MKV_EXPORT int
+mkv_get(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_view *view)
+{
+	return mkv_get_linked(pool, "mkv_get", key, klen, view, NULL);
 }
 
 MKV_EXPORT int

@@ -666,4 +666,10 @@ int mkv_holder_call(struct mkv_pool *p, struct mkv_req *r);
 int mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq);
 
+/* get.c, publish.c: mkv_get() and mkv_put() with the entry's parent key hash (frame.c) */
+int mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t klen,
+		struct mkv_view *view, uint64_t *parent);
+int mkv_put_linked(struct mkv_pool *pool, const void *key, size_t klen, const void *val,
+		size_t len, uint64_t parent);
+
 #endif

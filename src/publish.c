@@ -202,7 +202,8 @@ publish_prepare(struct mkv_pool *p, const void *key, size_t klen, const struct m
 }
 
 static int
-publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf, uint64_t sum)
+publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf, uint64_t sum,
+		uint64_t parent)
 {
 	struct used_buf u;
 	struct mkv_req r;
@@ -211,6 +212,7 @@ publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf
 	mkv_err_clear();
 	if ((rc = publish_prepare(pool, key, klen, buf, sum, &u, &r, "mkv_publish")))
 		return rc;
+	r.parent = parent;
 	rc = mkv_holder_call(pool, &r);
 	r.result = rc;
 	buf_settle(pool, buf, &u, &r);
@@ -223,7 +225,7 @@ publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf
 MKV_EXPORT int
 mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf)
 {
-	return publish(pool, key, klen, buf, 0);
+	return publish(pool, key, klen, buf, 0, 0);
 }
 
 /*
@@ -374,8 +376,6 @@ mkv_abort(struct mkv_pool *pool, struct mkv_buf *buf)
 MKV_EXPORT int
 mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, size_t len)
 {
-	struct mkv_buf buf;
-	uint64_t sum = 0;
 	int rc;
 
 	mkv_err_clear();
@@ -383,6 +383,17 @@ mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, si
 		return rc;
 	if (!val)
 		return mkv_err(MKV_E_INVAL, "mkv_put: value is NULL");
+	return mkv_put_linked(pool, key, klen, val, len, 0);
+}
+
+int
+mkv_put_linked(struct mkv_pool *pool, const void *key, size_t klen, const void *val, size_t len,
+		uint64_t parent)
+{
+	struct mkv_buf buf;
+	uint64_t sum = 0;
+	int rc;
+
 	if ((rc = mkv_alloc(pool, len, &buf)))
 		return rc;
 	if (pool->flags & MKV_NOCHECKSUM) {
@@ -391,7 +402,7 @@ mkv_put(struct mkv_pool *pool, const void *key, size_t klen, const void *val, si
 	} else {
 		sum = mkv_hash_copy(buf.data, val, len);
 	}
-	rc = publish(pool, key, klen, &buf, sum);
+	rc = publish(pool, key, klen, &buf, sum, parent);
 	if (rc && buf.data) {
 		char msg[512];
 
