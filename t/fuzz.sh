@@ -55,6 +55,7 @@ stat_args    utils/stat-args.c t/fuzz/fuzz_argv.c
 pool_super     t/fuzz/fuzz_pool.c $lib
 pool_registry  t/fuzz/fuzz_pool.c $lib
 pool_requests  t/fuzz/fuzz_pool.c $lib
+frame_parse    t/fuzz/fuzz_pool.c $lib
 "
 
 case $FUZZ_SECONDS in
