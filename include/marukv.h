@@ -694,6 +694,19 @@ MKV_EXPORT int mkv_exists(struct mkv_pool *pool, const void *key, size_t klen);
 MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, size_t *hits);
 
+/**
+ * The first published key after @p after in byte order (memcmp, the
+ * shorter first where one is a prefix of the other), or the first key if
+ * @p after is NULL (@p alen 0), copied into @p key, which has room for
+ * MKV_KEY_MAX bytes; its length into *klen.  @p after need not be
+ * published.  Each call reads the registry afresh: a walk from NULL meets
+ * every key published throughout it once, in order; keys published or
+ * deleted meanwhile may be met or not.
+ * Errors: MKV_E_INVAL (a NULL argument, a bad key), MKV_E_NOTFOUND (no
+ * key after it), MKV_E_EXPIRED, and the registry read's errors.
+ */
+MKV_EXPORT int mkv_key_next(struct mkv_pool *pool, const void *after, size_t alen, void *key,
+		size_t *klen);
 #define MKV_BATCH_PREFIX 0x1U  /**< stop at the first missing key */
 #define MKV_BATCH_VALID  MKV_BATCH_PREFIX
 /**

@@ -139,6 +139,28 @@ mkv_exists(struct mkv_pool *pool, const void *key, size_t klen)
 }
 
 MKV_EXPORT int
+mkv_key_next(struct mkv_pool *pool, const void *after, size_t alen, void *key, size_t *klen)
+{
+	struct mkv_txn *txn;
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = mkv_client_usable(pool, "mkv_key_next")) ||
+	    (after && (rc = mkv_valid_key(after, alen))))
+		return rc;
+	if (!key || !klen || (!after && alen))
+		return mkv_err(MKV_E_INVAL, "mkv_key_next: %s is NULL",
+				!key ? "key" : !klen ? "klen" : "after");
+	if ((rc = mkv_reg_rtxn(pool, &txn)))
+		return rc;
+	if (!(rc = mkv_client_check_fresh(pool, "mkv_key_next")) &&
+	    (rc = mkv_reg_key_after(pool, txn, after, alen, key, klen)) == MKV_E_NOTFOUND)
+		rc = mkv_err(MKV_E_NOTFOUND, "mkv_key_next: no key after it");
+	mkv_reg_rtxn_done(pool, txn);
+	return rc;
+}
+
+MKV_EXPORT int
 mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *hits)
 {
 	struct mkv_txn *txn;

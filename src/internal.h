@@ -383,6 +383,8 @@ int mkv_reg_insert(struct mkv_pool *p, struct mkv_txn *txn, const void *key, siz
 		const struct mkv_entry *e);
 int mkv_reg_remove(struct mkv_pool *p, struct mkv_txn *txn, const void *key, size_t klen,
 		uint64_t page);
+int mkv_reg_key_after(struct mkv_pool *p, struct mkv_txn *txn, const void *after, size_t alen,
+		uint8_t key[MKV_KEY_MAX], size_t *klen);
 int mkv_reg_page_key(struct mkv_pool *p, struct mkv_txn *txn, uint64_t page,
 		uint8_t key[MKV_KEY_MAX], size_t *klen);
 int mkv_reg_kids(struct mkv_pool *p, struct mkv_txn *txn, uint64_t hash, uint64_t *n);

@@ -392,6 +392,37 @@ is_table(const MDB_val *key)
 	return key->mv_size > MKV_KEY_MAX;
 }
 
+/*
+ * The first key of an entry after `after` in LMDB's order (memcmp, then
+ * the shorter first), or the first key if after is NULL, copied out.
+ * MKV_E_NOTFOUND, without a message, if there is none.
+ */
+int
+mkv_reg_key_after(struct mkv_pool *p, struct mkv_txn *txn, const void *after, size_t alen,
+		uint8_t key[MKV_KEY_MAX], size_t *klen)
+{
+	MDB_val k = { alen, (void *)after }, d;
+	MDB_cursor *c;
+	int rc;
+
+	if ((rc = mdb_cursor_open(reg_txn(txn), p->reg->entries, &c)))
+		return mkv_reg_err(rc, "registry: next key");
+	rc = mdb_cursor_get(c, &k, &d, after ? MDB_SET_RANGE : MDB_FIRST);
+	while (rc == 0 && (is_table(&k) || (after && k.mv_size == alen &&
+			memcmp(k.mv_data, after, alen) == 0)))
+		rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+	if (rc == MDB_NOTFOUND) {
+		rc = MKV_E_NOTFOUND;
+	} else if (rc) {
+		rc = mkv_reg_err(rc, "registry: next key");
+	} else if (!(rc = mkv_reg_val(p, reg_txn(txn), &k, "a key"))) {
+		memcpy(key, k.mv_data, k.mv_size);
+		*klen = k.mv_size;
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
 /* A raw record of a table, to a scan's decoder. */
 typedef int (*record_fn)(void *arg, const MDB_val *k, const MDB_val *d);
 

@@ -224,6 +224,53 @@ START_TEST(test_exists_one_zero)
 }
 END_TEST
 
+/*
+ * mkv_key_next() walks every key once in LMDB's byte order, binary keys
+ * and keys that are prefixes of others included, from any point, and
+ * says MKV_E_NOTFOUND past the last; a deleted key is no longer met.
+ */
+START_TEST(test_key_next_walks_keys_in_byte_order)
+{
+	static const struct { const char *k; size_t len; } keys[] = {
+		{ "\0", 1 }, { "\0\0", 2 }, { "a", 1 }, { "a\0", 2 }, { "a\0b", 3 }, { "ab", 2 },
+		{ "b", 1 }, { "\xff", 1 }, { "\xff\xff", 2 },
+	};
+	enum { N = sizeof(keys) / sizeof(keys[0]) };
+	uint8_t key[MKV_KEY_MAX], last[MKV_KEY_MAX];
+	size_t klen, llen = 0, n = 0;
+	int rc;
+
+	TU_ERR(mkv_key_next(pool, NULL, 0, key, &klen), MKV_E_NOTFOUND);
+	for (size_t i = N; i-- > 0;)
+		TU_OK(tu_put(pool, keys[i].k, keys[i].len, 10 + i));
+	while ((rc = mkv_key_next(pool, n ? last : NULL, llen, key, &klen)) == 0) {
+		ck_assert_uint_lt(n, N);
+		ck_assert_uint_eq(klen, keys[n].len);
+		ck_assert_int_eq(memcmp(key, keys[n].k, klen), 0);
+		memcpy(last, key, klen);
+		llen = klen;
+		n++;
+	}
+	ck_assert_int_eq(rc, MKV_E_NOTFOUND);
+	ck_assert_msg(mkv_errormsg()[0], "no message past the last key");
+	ck_assert_uint_eq(n, N);
+	/* from a key that is not published, and past a deleted one */
+	TU_OK(mkv_key_next(pool, "a\0a", 3, key, &klen));
+	ck_assert_uint_eq(klen, 3);
+	ck_assert_int_eq(memcmp(key, "a\0b", 3), 0);
+	TU_OK(mkv_del(pool, "a\0b", 3));
+	TU_OK(mkv_key_next(pool, "a\0a", 3, key, &klen));
+	ck_assert_uint_eq(klen, 2);
+	ck_assert_int_eq(memcmp(key, "ab", 2), 0);
+	TU_ERR(mkv_key_next(pool, "\xff\xff", 2, key, &klen), MKV_E_NOTFOUND);
+	TU_ERR(mkv_key_next(pool, NULL, 1, key, &klen), MKV_E_INVAL);
+	TU_ERR(mkv_key_next(pool, "a", 0, key, &klen), MKV_E_INVAL);
+	TU_ERR(mkv_key_next(pool, NULL, 0, NULL, &klen), MKV_E_INVAL);
+	TU_ERR(mkv_key_next(pool, NULL, 0, key, NULL), MKV_E_INVAL);
+	TU_ERR(mkv_key_next(NULL, NULL, 0, key, &klen), MKV_E_INVAL);
+}
+END_TEST
+
 START_TEST(test_get_after_del_is_notfound)
 {
 	struct mkv_view v;
@@ -952,6 +999,7 @@ kv_suite(void)
 	tcase_add_test(tc, test_put_existing_is_exists);
 	tcase_add_test(tc, test_put_after_del_is_allowed);
 	tcase_add_test(tc, test_exists_one_zero);
+	tcase_add_test(tc, test_key_next_walks_keys_in_byte_order);
 	tcase_add_test(tc, test_get_after_del_is_notfound);
 	tcase_add_test(tc, test_get_missing_is_notfound);
 	tcase_add_test(tc, test_del_missing_is_notfound);
