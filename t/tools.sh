@@ -912,7 +912,8 @@ done
 # ---- man pages --------------------------------------------------------------
 
 if command -v mandoc >/dev/null 2>&1; then
-	for m in marukv.7 marukv.3 marukv-stat.1 marukv-gc.1 marukv-bench.1 marukv-python.7; do
+	for m in marukv.7 marukv.3 marukv-stat.1 marukv-gc.1 marukv-bench.1 marukv-python.7 \
+		marukv-dump.1 marukv-load.1; do
 		out=$(mandoc -T lint -W warning "$top_builddir/man/$m" 2>&1)
 		check "mandoc -T lint -W warning man/$m is clean" test -z "$out"
 		[ -z "$out" ] || echo "$out" | sed 's/^/#   /'
