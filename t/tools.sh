@@ -261,6 +261,24 @@ check "bench evict: mkv_pool_evict evicted keys" \
 	test "$(json_int "$tmp/ev.json" forced_evict_keys)" -gt 0
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/ev.err" ] || show "$tmp/ev.json" "$tmp/ev.err"
 
+# ---- marukv-bench hash ------------------------------------------------------
+
+"$bench" hash --sizes 1k,64k --repeat 1 --json >"$tmp/hs.json" 2>"$tmp/hs.err"
+rc=$?
+check "bench hash --json exits 0 (got $rc), quiet on stderr" test "$rc" -eq 0 -a ! -s "$tmp/hs.err"
+check "bench hash --json has the documented keys, in order" test "$(json_keys "$tmp/hs.json")" \
+	= "command repeat rows "
+if command -v python3 >/dev/null 2>&1; then
+	check "bench hash --json: a row per size, every figure positive" python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert [r["size"] for r in o["rows"]] == [1024, 65536], o
+for r in o["rows"]:
+    for k in ("memcpy_gb_per_s", "xxh3_gb_per_s", "blake3_gb_per_s", "ratio_xxh3_memcpy",
+              "ratio_blake3_memcpy"):
+        assert r[k] > 0, (k, r)' "$tmp/hs.json" || show "$tmp/hs.json"
+fi
+
 # ---- marukv-bench flush -----------------------------------------------------
 
 "$bench" flush --sizes 4k --repeat 1 --dir "$tmp" --json >"$tmp/fl.json" 2>"$tmp/fl.err"

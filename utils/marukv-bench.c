@@ -32,6 +32,7 @@ static const struct command commands[] = {
 	{ "evict", cmd_evict, "keys evicted/s, and get latency with and without eviction" },
 	{ "flush", cmd_flush, "cost of clflush, clflushopt and clwb, and of invalidate+read" },
 	{ "coherence", cmd_coherence, "lookup, get and put latency: non-coherent vs coherent pool" },
+	{ "hash", cmd_hash, "XXH3 and BLAKE3 (frames) throughput vs memcpy" },
 };
 
 static void usage(FILE *f)

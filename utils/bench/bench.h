@@ -7,7 +7,7 @@
  * (pools.c), the Redis peer (redis.c) and scratch directories
  * (scratch.c).  Their command lines are parsed from tables (options.h).
  * Each subcommand lives in a file of its own (demo.c, register.c,
- * takeover.c, lookup.c, getsize.c, put.c, flush.c, coherence.c...) and is
+ * takeover.c, lookup.c, getsize.c, put.c, flush.c, coherence.c, hash.c...) and is
  * listed in the table in marukv-bench.c.
  */
 #ifndef MARUKV_BENCH_H
@@ -42,6 +42,7 @@ int cmd_hitrate(int argc, char **argv);
 int cmd_evict(int argc, char **argv);
 int cmd_flush(int argc, char **argv);
 int cmd_coherence(int argc, char **argv);
+int cmd_hash(int argc, char **argv);
 
 /* ---- the clock (timing.c) ------------------------------------------------ */
 
