@@ -5,13 +5,15 @@
  * "BLAKE3: one function, fast everywhere", 2020): the checksum of an
  * MRDN v1 transfer frame is its body's BLAKE3 hash truncated to 16 bytes.
  *
- * Portable C, one chunk at a time.  Outputs of up to MKV_B3_OUT bytes,
+ * Portable C, one chunk at a time, and eight chunks at a time with AVX2
+ * where the CPU has it (chosen at run time).  Outputs of up to MKV_B3_OUT bytes,
  * the first bytes of BLAKE3's extendable output: a 16-byte digest is the
  * first 16 bytes of the 32-byte one, as b3sum --length 16 prints it.
  */
 #ifndef MKV_BLAKE3_H
 #define MKV_BLAKE3_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +32,9 @@ struct mkv_b3 {
 	unsigned depth;
 	uint32_t stack[MKV_B3_DEPTH][8]; /* chaining values of complete subtrees */
 };
+
+/* AVX2 where the CPU has it; the tests turn it off to run the portable code. */
+extern bool mkv_b3_simd;
 
 void mkv_b3_init(struct mkv_b3 *h);
 void mkv_b3_update(struct mkv_b3 *h, const void *in, size_t len);

@@ -149,7 +149,11 @@ START_TEST(test_official_vectors)
 	ck_assert_ptr_nonnull(in);
 	for (size_t i = 0; i < MAX_VECTOR; i++)
 		in[i] = (uint8_t)(i % 251);
-	for (size_t v = 0; v < NVECTORS; v++) {
+	for (size_t pass = 0; pass < 2 * NVECTORS; pass++) {
+		size_t v = pass % NVECTORS;
+
+		/* each vector with AVX2 where the CPU has it, then with the portable code */
+		mkv_b3_simd = pass < NVECTORS;
 		ck_assert_uint_le(vectors[v].input_len, MAX_VECTOR);
 		mkv_b3(in, vectors[v].input_len, out, sizeof(out));
 		hex(out, sizeof(out), got);
@@ -161,12 +165,14 @@ START_TEST(test_official_vectors)
 		hex(out, 16, got);
 		ck_assert_int_eq(strncmp(got, vectors[v].hash, 32), 0);
 	}
+	mkv_b3_simd = true;
 	free(in);
 }
 END_TEST
 
 #define LEN (3U * 1024 * 64 + 77)
-#define NCUTS 8U
+#define NCUTS 10U
+#define NLONGER 8U
 
 /*
  * Input fed in pieces of every awkward size (a byte, a block and one
@@ -174,15 +180,16 @@ END_TEST
  */
 START_TEST(test_pieces_hash_as_one)
 {
-	static const size_t cuts[] = { 1, 63, 64, 65, 1023, 1024, 1025, 4096 };
-	static const size_t longer[] = { 2047, 2048, 2049, 4095, 4096, 4097, 65537, LEN };
+	/* the last two start the SIMD path, which takes sixteen chunks, off a multiple of them */
+	static const size_t cuts[NCUTS] = { 1, 63, 64, 65, 1023, 1024, 1025, 4096, 20000, 40000 };
+	static const size_t longer[NLONGER] = { 2047, 2048, 2049, 4095, 4096, 4097, 65537, LEN };
 	uint8_t *in = malloc(LEN), whole[MKV_B3_OUT], part[MKV_B3_OUT];
 	uint64_t seed = 3;
 
 	ck_assert_ptr_nonnull(in);
 	for (size_t i = 0; i < LEN; i++)
 		in[i] = (uint8_t)tu_rand(&seed);
-	for (size_t l = 0; l < 1100 + NCUTS; l++) {
+	for (size_t l = 0; l < 1100 + NLONGER; l++) {
 		size_t len = l < 1100 ? l : longer[l - 1100];
 
 		mkv_b3(in, len, whole, sizeof(whole));
@@ -253,9 +260,14 @@ START_TEST(test_sixteen_bytes_are_b3sums)
 				tu_rand_range(&seed, 2, 4U << 20);
 
 		b3sum16(in, len, want);
-		mkv_b3(in, len, out, sizeof(out));
-		hex(out, sizeof(out), got);
-		ck_assert_msg(strcmp(got, want) == 0, "%zu bytes: %s, b3sum says %s", len, got, want);
+		for (int simd = 1; simd >= 0; simd--) {
+			mkv_b3_simd = simd;
+			mkv_b3(in, len, out, sizeof(out));
+			hex(out, sizeof(out), got);
+			ck_assert_msg(strcmp(got, want) == 0, "%zu bytes (%s): %s, b3sum says %s", len,
+					simd ? "simd" : "portable", got, want);
+		}
+		mkv_b3_simd = true;
 	}
 	free(in);
 }
