@@ -10,7 +10,8 @@
  * flagged ROOT at mkv_b3_final(); complete subtrees are merged as soon as
  * their last chunk is done, which is then never the last of the input.
  * With AVX2, sixteen whole chunks are hashed at a time, eight to a vector
- * (one chunk per 32-bit lane), when they start on a multiple of sixteen.
+ * (one chunk per 32-bit lane), when they start on a multiple of sixteen,
+ * else eight, each merged on its own.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -275,6 +276,17 @@ hash8(const uint8_t *const in[LANES], unsigned blocks, uint64_t counter, int ste
 		_mm256_storeu_si256((__m256i *)(void *)out[l], cv[l]);
 }
 
+/* Eight whole chunks at in, the first of index counter, into their chaining values. */
+AVX2 static void
+chunks8(const uint8_t *in, uint64_t counter, uint32_t out[LANES][8])
+{
+	const uint8_t *ptr[LANES];
+
+	for (unsigned l = 0; l < LANES; l++)
+		ptr[l] = in + l * MKV_B3_CHUNK;
+	hash8(ptr, MKV_B3_CHUNK / MKV_B3_BLOCK, counter, 1, 0, true, out);
+}
+
 /*
  * Sixteen whole chunks at in, the first of index counter, into the
  * chaining value of the subtree they make: the chunks and the parents of
@@ -288,12 +300,8 @@ subtree16(const uint8_t *in, uint64_t counter, uint32_t out[8])
 	uint32_t cv[2 * LANES][8], p[LANES][8], q[LANES][8], r[2][8];
 	const uint8_t *ptr[LANES];
 
-	for (unsigned half = 0; half < 2; half++) {
-		for (unsigned l = 0; l < LANES; l++)
-			ptr[l] = in + (half * LANES + l) * MKV_B3_CHUNK;
-		hash8(ptr, MKV_B3_CHUNK / MKV_B3_BLOCK, counter + half * LANES, 1, 0, true,
-				cv + half * LANES);
-	}
+	chunks8(in, counter, cv);
+	chunks8(in + LANES * MKV_B3_CHUNK, counter + LANES, cv + LANES);
 	for (unsigned l = 0; l < LANES; l++)
 		ptr[l] = (const uint8_t *)cv[2 * l];
 	hash8(ptr, 1, 0, 0, PARENT, false, p);
@@ -321,10 +329,19 @@ have_avx2(void)
 	return a;
 }
 #else
+#define LANES 1U
 static bool
 have_avx2(void)
 {
 	return false;
+}
+
+static void
+chunks8(const uint8_t *in, uint64_t counter, uint32_t out[LANES][8])
+{
+	(void)in;
+	(void)counter;
+	(void)out;
 }
 
 static void
@@ -355,6 +372,18 @@ mkv_b3_update(struct mkv_b3 *h, const void *in, size_t len)
 			subtree_done(h, cv, 16);
 			b += 16 * MKV_B3_CHUNK;
 			len -= 16 * MKV_B3_CHUNK;
+			continue;
+		}
+		/* else eight, on the way to a multiple of sixteen */
+		if (h->block_len == 0 && h->blocks == 0 && len > LANES * MKV_B3_CHUNK &&
+		    mkv_b3_simd && have_avx2()) {
+			uint32_t cvs[LANES][8];
+
+			chunks8(b, h->chunk, cvs);
+			for (unsigned l = 0; l < LANES; l++)
+				subtree_done(h, cvs[l], 1);
+			b += LANES * MKV_B3_CHUNK;
+			len -= LANES * MKV_B3_CHUNK;
 			continue;
 		}
 		if (h->block_len == MKV_B3_BLOCK) {
