@@ -215,26 +215,6 @@ START_TEST(test_pieces_hash_as_one)
 }
 END_TEST
 
-/* b3sum --length 16 of the first len bytes of buf, written to a file of tu_dir. */
-static void
-b3sum16(const uint8_t *buf, size_t len, char out[33])
-{
-	char path[4096], cmd[4200 + 64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/input", tu_dir);
-	f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-	snprintf(cmd, sizeof(cmd), "b3sum --length 16 --no-names '%s'", path);
-	f = popen(cmd, "r");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_msg(fgets(out, 33, f) != NULL, "no output from %s: is b3sum installed?", cmd);
-	ck_assert_int_eq(pclose(f), 0);
-	ck_assert_uint_eq(strlen(out), 32);
-}
-
 /*
  * Random inputs of many sizes, up to a 32 MiB value: the 16 bytes a frame
  * carries are b3sum --length 16's.
@@ -245,7 +225,7 @@ START_TEST(test_sixteen_bytes_are_b3sums)
 		0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 65535, 65536, 65537,
 		1U << 20, (1U << 20) + 3, 32U << 20,
 	};
-	uint8_t *in = malloc(32U << 20), out[16];
+	uint8_t *in = malloc(32U << 20), out[16], sum[16];
 	char want[33], got[33];
 	uint64_t seed = 16;
 
@@ -259,7 +239,8 @@ START_TEST(test_sixteen_bytes_are_b3sums)
 		size_t len = s < sizeof(sizes) / sizeof(sizes[0]) ? sizes[s] :
 				tu_rand_range(&seed, 2, 4U << 20);
 
-		b3sum16(in, len, want);
+		tu_b3sum16(in, len, sum);
+		hex(sum, sizeof(sum), want);
 		for (int simd = 1; simd >= 0; simd--) {
 			mkv_b3_simd = simd;
 			mkv_b3(in, len, out, sizeof(out));

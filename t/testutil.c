@@ -1376,6 +1376,24 @@ tu_fi_find(struct tu_fi *fi)
 
 /* ---- the environment ---- */
 
+void
+tu_b3sum16(const void *buf, size_t len, uint8_t out[16])
+{
+	char path[4200], cmd[4300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/b3sum-input", tu_dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(cmd, sizeof(cmd), "b3sum --length 16 --raw '%s'", path);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(fread(out, 1, 16, f) == 16, "no output from %s: is b3sum installed?", cmd);
+	ck_assert_int_eq(pclose(f), 0);
+}
+
 unsigned
 tu_env(const char *name, unsigned def)
 {

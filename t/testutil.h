@@ -401,6 +401,15 @@ struct tu_fi {
 /** Find them (dlsym); 0, or -1 if the interposer is not loaded. */
 int tu_fi_find(struct tu_fi *fi);
 
+/* ---- BLAKE3 from elsewhere ---- */
+
+/**
+ * Debian's b3sum --length 16 of @p len bytes (written to a file in
+ * tu_dir), the 16 raw bytes into @p out: a checksum of MRDN frames that
+ * does not come from the library.  Asserted to run.
+ */
+void tu_b3sum16(const void *buf, size_t len, uint8_t out[16]);
+
 /* ---- the environment ---- */
 
 /** An unsigned number from the environment variable @p name, or @p def. */

@@ -115,17 +115,7 @@ static enum args_result parse_args(int argc, char **argv, struct dump_opts *o)
 		fprintf(stderr, PROG ": give keys or a prefix, not both\n");
 		return ARGS_USAGE;
 	}
-	if (argc - optind > 1) {
-		fprintf(stderr, PROG ": too many arguments\n");
-		usage(stderr);
-		return ARGS_USAGE;
-	}
-	o->arg = optind < argc ? argv[optind] : NULL;
-	if (o->arg && !*o->arg) {
-		fprintf(stderr, PROG ": the pool argument is empty\n");
-		return ARGS_USAGE;
-	}
-	return ARGS_RUN;
+	return xfer_pool_arg(argc, argv, PROG, usage, &o->arg);
 }
 
 /*
@@ -213,20 +203,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": out of memory\n");
 		return EXIT_ERR;
 	}
-	switch (parse_args(argc, argv, &o)) {
-	case ARGS_RUN:
-		break;
-	case ARGS_HELP:
-		usage(stdout);
+	if ((rc = xfer_args(parse_args(argc, argv, &o), PROG, usage)) >= 0) {
 		free(o.keys);
-		return fflush(stdout) || ferror(stdout) ? EXIT_ERR : EXIT_OK;
-	case ARGS_VERSION:
-		printf(PROG " %s\n", mkv_version());
-		free(o.keys);
-		return fflush(stdout) || ferror(stdout) ? EXIT_ERR : EXIT_OK;
-	case ARGS_USAGE:
-		free(o.keys);
-		return EXIT_ERR;
+		return rc;
 	}
 	name = args_pool_name(o.arg);
 	if (isatty(STDOUT_FILENO)) {

@@ -51,7 +51,7 @@ static void usage(FILE *f)
 		"  -s, --skip-corrupt   step over a frame whose checksum or body is wrong\n"
 		"                       instead of stopping there\n"
 		"  -c, --create         create the pool if it does not exist\n"
-		"      --data-size N    its data arena, bytes with an optional k, m, g, t\n"
+		"      --data-size BYTES  its data arena; a suffix k, m, g or t allowed\n"
 		"  -j, --json           a JSON summary on standard output at the end\n"
 		"  -q, --quiet          no progress line on a terminal\n"
 		"  -V, --version        print the version and exit\n"
@@ -96,17 +96,7 @@ static enum args_result parse_args(int argc, char **argv, struct load_opts *o)
 		fprintf(stderr, PROG ": --data-size is for --create\n");
 		return ARGS_USAGE;
 	}
-	if (argc - optind > 1) {
-		fprintf(stderr, PROG ": too many arguments\n");
-		usage(stderr);
-		return ARGS_USAGE;
-	}
-	o->arg = optind < argc ? argv[optind] : NULL;
-	if (o->arg && !*o->arg) {
-		fprintf(stderr, PROG ": the pool argument is empty\n");
-		return ARGS_USAGE;
-	}
-	return ARGS_RUN;
+	return xfer_pool_arg(argc, argv, PROG, usage, &o->arg);
 }
 
 /* Read up to n bytes (less only at the end of the input); the count, or -1 on error. */
@@ -144,6 +134,15 @@ static int64_t read_past(uint64_t n)
 		got += (uint64_t)r;
 	}
 	return (int64_t)got;
+}
+
+/* A body that could not be read whole (got: what was, or -1): said; the load's status. */
+static int cut_short(struct counts *n, int64_t got)
+{
+	fprintf(stderr, PROG ": offset %" PRIu64 ": %s\n", n->offset,
+		got < 0 ? strerror(errno) : "the input ends inside a frame");
+	n->truncated = got >= 0;
+	return got < 0 ? EXIT_ERR : EXIT_SOME;
 }
 
 static int open_pool(const struct load_opts *o, struct mkv_pool **pool)
@@ -213,10 +212,7 @@ static int load(struct mkv_pool *pool, const struct load_opts *o, uint64_t arena
 			int64_t past = read_past(body);
 
 			if (past < 0 || (uint64_t)past < body) {
-				fprintf(stderr, PROG ": offset %" PRIu64 ": %s\n", n->offset, past < 0 ?
-					strerror(errno) : "the input ends inside a frame");
-				n->truncated = past >= 0;
-				rc = past < 0 ? EXIT_ERR : EXIT_SOME;
+				rc = cut_short(n, past);
 				break;
 			}
 			fprintf(stderr, PROG ": offset %" PRIu64 ": a frame of %" PRIu64 " bytes, "
@@ -241,10 +237,7 @@ static int load(struct mkv_pool *pool, const struct load_opts *o, uint64_t arena
 		}
 		got = read_full(buf + MKV_FRAME_HEADER, (size_t)body);
 		if (got < 0 || (uint64_t)got < body) {
-			fprintf(stderr, PROG ": offset %" PRIu64 ": %s\n", n->offset, got < 0 ?
-				strerror(errno) : "the input ends inside a frame");
-			n->truncated = got >= 0;
-			rc = got < 0 ? EXIT_ERR : EXIT_SOME;
+			rc = cut_short(n, got);
 			break;
 		}
 		irc = mkv_import(pool, buf, (size_t)f.frame_len, NULL);
@@ -284,18 +277,8 @@ int main(int argc, char **argv)
 	const char *name;
 	int rc;
 
-	switch (parse_args(argc, argv, &o)) {
-	case ARGS_RUN:
-		break;
-	case ARGS_HELP:
-		usage(stdout);
-		return fflush(stdout) || ferror(stdout) ? EXIT_ERR : EXIT_OK;
-	case ARGS_VERSION:
-		printf(PROG " %s\n", mkv_version());
-		return fflush(stdout) || ferror(stdout) ? EXIT_ERR : EXIT_OK;
-	case ARGS_USAGE:
-		return EXIT_ERR;
-	}
+	if ((rc = xfer_args(parse_args(argc, argv, &o), PROG, usage)) >= 0)
+		return rc;
 	name = args_pool_name(o.arg);
 	if (isatty(STDIN_FILENO)) {
 		fprintf(stderr, PROG ": standard input is a terminal: give frames from a file or "

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <time.h>
@@ -18,6 +19,39 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+enum args_result xfer_pool_arg(int argc, char **argv, const char *prog, void (*usage)(FILE *f),
+		const char **arg)
+{
+	if (argc - optind > 1) {
+		fprintf(stderr, "%s: too many arguments\n", prog);
+		usage(stderr);
+		return ARGS_USAGE;
+	}
+	*arg = optind < argc ? argv[optind] : NULL;
+	if (*arg && !**arg) {
+		fprintf(stderr, "%s: the pool argument is empty\n", prog);
+		return ARGS_USAGE;
+	}
+	return ARGS_RUN;
+}
+
+int xfer_args(enum args_result r, const char *prog, void (*usage)(FILE *f))
+{
+	switch (r) {
+	case ARGS_RUN:
+		return -1;
+	case ARGS_HELP:
+		usage(stdout);
+		break;
+	case ARGS_VERSION:
+		printf("%s %s\n", prog, mkv_version());
+		break;
+	case ARGS_USAGE:
+		return 2;
+	}
+	return fflush(stdout) || ferror(stdout) ? 2 : 0;
 }
 
 void xfer_start(struct xfer *x, const char *prog, int quiet)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xfer.h -- what marukv-dump and marukv-load share (xfer.c): the clock,
- * the progress line on a terminal, keys in messages, the summary.
+ * xfer.h -- what marukv-dump and marukv-load share (xfer.c): the end of
+ * the command line, the clock, the progress line on a terminal, keys in
+ * messages, the summary.
  */
 #ifndef MKV_UTILS_XFER_H
 #define MKV_UTILS_XFER_H
@@ -10,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "args.h"
+
 struct xfer {
 	const char *prog;
 	int progress;             /* stderr is a terminal and not --quiet */
@@ -17,6 +20,18 @@ struct xfer {
 	uint64_t frames, bytes;   /* frames written or read whole, and their bytes */
 };
 
+/*
+ * The command line's last word, past the options (optind): POOL, or none
+ * (*arg NULL).  More than one, or an empty one, is a usage error, said on
+ * stderr.
+ */
+enum args_result xfer_pool_arg(int argc, char **argv, const char *prog, void (*usage)(FILE *f),
+		const char **arg);
+/*
+ * What main does with its parser's answer: -1 to run; else the exit
+ * status, the help or the version printed on stdout (2 if that failed).
+ */
+int xfer_args(enum args_result r, const char *prog, void (*usage)(FILE *f));
 void xfer_start(struct xfer *x, const char *prog, int quiet);
 /* The progress line, at most a few times a second; done: the last one, then a newline. */
 void xfer_show(struct xfer *x, int done);
