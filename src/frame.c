@@ -174,7 +174,7 @@ mkv_export_fd(struct mkv_pool *pool, const void *key, size_t klen, unsigned tier
 	iov[0] = (struct iovec){ hdr, MKV_FRAME_HEADER + MKV_FRAME_BODY_HEADER + klen };
 	iov[1] = (struct iovec){ (void *)(uintptr_t)v.data, v.len };
 	while (done < need) {
-		unsigned first = done < iov[0].iov_len ? 0 : 1;
+		unsigned first = iov[0].iov_len ? 0 : 1;
 		ssize_t n = writev(fd, iov + first, 2 - (int)first);
 
 		if (n < 0 && errno == EINTR)
