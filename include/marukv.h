@@ -97,7 +97,9 @@ extern "C" {
 #define MKV_E_FRAME_SHORT (-10010) /**< fewer bytes than the frame's header and body_len say */
 #define MKV_E_FRAME_CHECKSUM (-10011) /**< the body does not match the frame's checksum */
 #define MKV_E_FRAME_BODY (-10012)  /**< the body, checksum intact, is not a marukv value */
-#define MKV_E_LAST     (-10012)
+#define MKV_E_REMOTE (-10013)     /**< the remote tier did not answer, or answered an error
+                                       (see mkv_fetch() and marukv(7), REMOTE TIER) */
+#define MKV_E_LAST     (-10013)
 /** @} */
 
 /** Opaque handle of an open pool. */
@@ -137,6 +139,11 @@ struct mkv_view {
 	size_t len;
 	uint64_t priv_[2];
 };
+
+/** Longest remote tier seed list (struct mkv_remote), in bytes. */
+#define MKV_REMOTE_SERVERS_MAX 255U
+/** Longest remote tier Redis key prefix, in bytes. */
+#define MKV_REMOTE_PREFIX_MAX 63U
 
 /** Figures of a pool, from mkv_pool_stat(). Counts are of the moment. */
 struct mkv_stat {
@@ -185,6 +192,19 @@ struct mkv_stat {
 	 */
 	uint64_t registry_fresh_logged;
 	uint64_t registry_fresh_whole;
+	/**
+	 * The remote tier (mkv_remote_set()): its seed list, "" if none, and
+	 * what every process did with it since the pool was created.
+	 */
+	char remote_servers[MKV_REMOTE_SERVERS_MAX + 1];
+	uint64_t remote_spills;       /**< evicted values stored in the tier */
+	uint64_t remote_spill_bytes;  /**< their bytes */
+	uint64_t remote_drops;        /**< evicted values not spilled: queue full, or closed */
+	uint64_t remote_spill_errors; /**< spills refused, unanswered, or of damaged bytes */
+	uint64_t remote_fetches;      /**< mkv_fetch() calls that asked the tier */
+	uint64_t remote_fetch_hits;   /**< ... and imported the value */
+	uint64_t remote_fetch_misses; /**< ... and found no frame */
+	uint64_t remote_fetch_errors; /**< ... and failed */
 };
 
 /** What backs a pool's data arena. */
@@ -793,6 +813,52 @@ MKV_EXPORT int mkv_export_fd(struct mkv_pool *pool, const void *key, size_t klen
  */
 MKV_EXPORT int mkv_import(struct mkv_pool *pool, const void *buf, size_t len,
 		struct mkv_frame *f);
+/** @} */
+
+/** @defgroup remote The remote tier
+ * A pool may spill the values it evicts, as frames, to a Redis Cluster,
+ * and fetch them back on request (marukv(7), REMOTE TIER).  Off until
+ * mkv_remote_set() names servers; the setting is the pool's, kept in it
+ * for every process and every later lease holder.
+ * @{ */
+
+/** A pool's remote tier. */
+struct mkv_remote {
+	/** "host:port[,host:port...]", up to 16 nodes of the cluster to ask
+	 *  for its slot map; "" (or all zero): no tier */
+	char servers[MKV_REMOTE_SERVERS_MAX + 1];
+	/** Redis keys are this prefix followed by the pool's key bytes */
+	char prefix[MKV_REMOTE_PREFIX_MAX + 1];
+	uint32_t ttl_s;      /**< spilled frames expire after this; 0: never */
+	uint32_t queue_mib;  /**< bound on evicted bytes waiting to spill; 0: 64 */
+	uint32_t timeout_ms; /**< bound on each exchange with a node; 0: 1000 */
+	uint32_t tier;       /**< the tier label spilled frames carry, 0 to 255 */
+};
+/**
+ * Set the pool's remote tier, or turn it off (@p r NULL, or servers "").
+ * Takes effect at the next eviction of the lease holder and the next
+ * mkv_fetch() of every handle; values already queued spill where they
+ * were headed.  The server list is checked for its form, not reached.
+ * Errors: MKV_E_INVAL (a malformed server list, an over-long or
+ * unterminated string, ttl_s over ten years, queue_mib over 65536,
+ * timeout_ms over 60000, tier over 255), MKV_E_RDONLY, MKV_E_TIMEDOUT
+ * (another process holds the pool's directory lock).
+ */
+MKV_EXPORT int mkv_remote_set(struct mkv_pool *pool, const struct mkv_remote *r);
+/** The pool's remote tier as set, the defaults filled in; servers "" if none. */
+MKV_EXPORT int mkv_remote_get(struct mkv_pool *pool, struct mkv_remote *r);
+/**
+ * Bring @p key into the pool from the remote tier: fetch its frame, check
+ * it (mkv_frame_parse(), and that it holds @p key) and import it.  0 if the
+ * key is in the pool afterwards, already or now; a round trip to a node
+ * only if it was not.
+ * Errors: MKV_E_NOTFOUND (no tier, or no frame of the key in it),
+ * MKV_E_REMOTE (the node did not answer within the tier's timeout, or
+ * answered an error), the errors of mkv_frame_parse() for a frame
+ * refused (MKV_E_FRAME_BODY also for a frame of another key), and those
+ * of mkv_import(); nothing is imported on any error.
+ */
+MKV_EXPORT int mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen);
 /** @} */
 
 #ifdef __cplusplus

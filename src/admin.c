@@ -119,6 +119,7 @@ mkv_pool_stat(struct mkv_pool *pool, struct mkv_stat *st)
 		return rc;
 	st->format_version = pool->sb->version;
 	tables_fresh(pool);
+	mkv_remote_stat(pool, st);
 	pages_stat(pool, st);
 	st->max_clients = pool->sb->max_clients;
 	if (fstat(pool->super_fd, &fst) == 0) {

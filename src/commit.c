@@ -97,6 +97,8 @@ apply_del(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct bat
 	    (rc = mkv_reg_lookup(p, txn, r->key, r->klen, &e)))
 		return rc;
 	r->ext = (struct mkv_extent){ e.page, e.npages };
+	r->length = e.length;
+	r->checksum = e.checksum;
 	/* Quarantined before the key goes: a reader's view keeps its bytes. */
 	if (!mkv_batch_move(p, b, &r->ext, mkv_pages_held_word(MKV_PG_USED, p->h.generation),
 			mkv_pages_held_word(MKV_PG_QUARANTINED, p->h.generation), &rc))
@@ -136,6 +138,8 @@ evict_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint6
 	/* a value it refuses to delete stays (one the page table disagrees with) */
 	if (rc)
 		return e->b->failed ? rc : 1;
+	/* quarantined: its bytes stay the value's at least until this txn commits */
+	mkv_remote_spill(e->p, key, klen, d.ext.page, d.length, d.checksum, d.parent);
 	*ext = d.ext;
 	*parent = d.parent;
 	return 0;

@@ -94,6 +94,8 @@ mkv_strerror(int code)
 		return "MRDN frame's body does not match its checksum";
 	case MKV_E_FRAME_BODY:
 		return "MRDN frame's body is not a marukv value";
+	case MKV_E_REMOTE:
+		return "the remote tier failed or did not answer";
 	default:
 		break;
 	}

@@ -77,6 +77,19 @@ heads_fill(uint8_t *hdr, unsigned tier, const void *key, size_t klen, size_t vle
 	memcpy(body + MKV_FRAME_BODY_HEADER, key, klen);
 }
 
+/*
+ * Make the frame of a value already in place at frame + MKV_FRAME_HEADER +
+ * MKV_FRAME_BODY_HEADER + klen: its heads, its key, its checksum
+ * (remote.c spills frames so).
+ */
+void
+mkv_frame_seal(uint8_t *frame, unsigned tier, const void *key, size_t klen, size_t vlen,
+		uint64_t parent)
+{
+	heads_fill(frame, tier, key, klen, vlen, parent);
+	mkv_b3(frame + MKV_FRAME_HEADER, MKV_FRAME_BODY_HEADER + klen + vlen, frame + 16, SUM_LEN);
+}
+
 /* Release the view: MKV_E_EXPIRED if its bytes may have changed meanwhile. */
 static int
 export_end(struct mkv_pool *pool, struct mkv_view *v, int rc)

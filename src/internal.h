@@ -160,6 +160,21 @@ struct mkv_watch {
 	uint64_t owner, beat, since;
 };
 
+/* remote.c: the remote tier's side of a handle */
+struct mkv_spill;
+struct mkv_rc;
+struct mkv_remote_rt {
+	pthread_mutex_t lock;     /* the queue */
+	pthread_cond_t wake;      /* the spilling thread sleeps on it */
+	pthread_t thread;
+	bool ready, running, stop;
+	struct mkv_spill *head, *tail;
+	uint64_t queued;          /* bytes of the frames queued */
+	pthread_mutex_t fetch_lock;  /* fetch_rc, used by one mkv_fetch() at a time */
+	struct mkv_rc *fetch_rc;
+	uint64_t fetch_gen;       /* the setting fetch_rc was made for */
+};
+
 struct mkv_pool {
 	struct mkv_pool *next_open;  /* in the process's list of open handles */
 	char *path;
@@ -213,6 +228,7 @@ struct mkv_pool {
 	struct mkv_handout bufs, views;
 	struct mkv_holder h;
 	struct mkv_rqs rq;
+	struct mkv_remote_rt remote;
 };
 
 /*
@@ -667,6 +683,18 @@ int mkv_holder_write_many(struct mkv_pool *p, struct mkv_req *reqs, unsigned n);
 int mkv_holder_call(struct mkv_pool *p, struct mkv_req *r);
 int mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq);
+
+/* frame.c: seal the frame of a value copied in place (remote.c) */
+void mkv_frame_seal(uint8_t *frame, unsigned tier, const void *key, size_t klen, size_t vlen,
+		uint64_t parent);
+
+/* remote.c: the remote tier */
+int mkv_remote_init(struct mkv_pool *p);
+void mkv_remote_fini(struct mkv_pool *p);
+/* Queue an evicted value for the tier (the holder, inside the txn that deletes it). */
+void mkv_remote_spill(struct mkv_pool *p, const void *key, size_t klen, uint64_t page,
+		uint64_t length, uint64_t checksum, uint64_t parent);
+void mkv_remote_stat(const struct mkv_pool *p, struct mkv_stat *st);
 
 /* get.c, publish.c: mkv_get() and mkv_put() with the entry's parent key hash (frame.c) */
 int mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t klen,

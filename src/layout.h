@@ -12,7 +12,8 @@
  *   [4096, 8192)           struct mkv_state: allocator state (holder), the
  *                          lease record (a contender inside the bakery's
  *                          critical section), the doorbell of a coherent
- *                          pool (clients)
+ *                          pool (clients); at 4096 + MKV_REMOTE_OFF, struct
+ *                          mkv_remote_conf (whoever configures the tier)
  *   nodes_off              max_nodes x struct mkv_node, each by its node
  *                          (a dead node's cleared by another)
  *   slots_off              max_clients x struct mkv_slot; in a non-coherent
@@ -44,7 +45,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 12U
+#define MKV_FORMAT_VERSION 13U
 #define MKV_RQ_DEPTH 32U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -194,9 +195,40 @@ struct mkv_slot {
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t revoked;      /* incarnation of the last claim revoked (its owner judged dead) */
 	uint32_t reserved2[14];
+	/* fourth cacheline: the owner's remote tier counters, kept across owners (remote.c) */
+	uint64_t spills;       /* frames stored in the tier */
+	uint64_t spill_bytes;  /* their values' bytes */
+	uint64_t drops;        /* evicted values not spilled: the queue was full, or the handle closed */
+	uint64_t spill_errors; /* spills the tier refused or did not answer, or whose bytes were damaged */
+	uint64_t fetches;      /* mkv_fetch() calls that asked the tier */
+	uint64_t fetch_hits;   /* ... that imported a value */
+	uint64_t fetch_misses; /* ... that found no frame */
+	uint64_t fetch_errors; /* ... that failed: the tier, or a frame refused */
 };
-static_assert(sizeof(struct mkv_slot) == 3 * MKV_CACHELINE, "three cachelines");
+static_assert(sizeof(struct mkv_slot) == 4 * MKV_CACHELINE, "four cachelines");
 static_assert(offsetof(struct mkv_slot, completed) == 2 * MKV_CACHELINE, "holder's line");
+static_assert(offsetof(struct mkv_slot, spills) == 3 * MKV_CACHELINE, "the tier's line");
+
+/*
+ * The remote tier's configuration (remote.c), MKV_REMOTE_OFF bytes into
+ * super's state page.  Written by mkv_remote_set() under flock() of the
+ * pool's directory, gen odd while it writes; a reader takes a copy whose
+ * gen reads the same, and even, before and after it.  All zero: no tier.
+ */
+#define MKV_REMOTE_OFF 256U
+struct mkv_remote_conf {
+	uint64_t gen;          /* changes, x2; odd while written */
+	uint32_t ttl_s;        /* spilled frames expire after this; 0 never */
+	uint32_t queue_mib;    /* bound on the bytes waiting to spill, per holder */
+	uint32_t timeout_ms;   /* bound on each exchange with the tier */
+	uint32_t tier;         /* the MRDN tier label of spilled frames */
+	uint64_t reserved[5];
+	char prefix[64];       /* NUL-terminated: Redis keys are prefix + key */
+	char servers[256];     /* NUL-terminated seed list; "" no tier */
+};
+static_assert(sizeof(struct mkv_remote_conf) == 6 * MKV_CACHELINE, "six cachelines");
+static_assert(MKV_REMOTE_OFF >= sizeof(struct mkv_state) &&
+		MKV_REMOTE_OFF + sizeof(struct mkv_remote_conf) <= 4096, "in the state page");
 
 /*
  * A request from a client to the lease holder.  The client fills the

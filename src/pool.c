@@ -356,7 +356,8 @@ handle_new(const char *path, unsigned flags, struct mkv_pool **out)
 	if (getrandom(&p->cookie, sizeof(p->cookie), 0) != sizeof(p->cookie))
 		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_clock_now();
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
-	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)))
+	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
+	    (rc = mkv_remote_init(p)))
 		return rc;
 	return mkv_rq_init(p, mkv_holder_nudge);
 }
@@ -426,6 +427,7 @@ fail:
 static void
 handle_free(struct mkv_pool *p)
 {
+	mkv_remote_fini(p);
 	if (p->forked) {
 		free(p->epochs.ring);
 		free(p->grants.ext);
@@ -475,6 +477,8 @@ mkv_pool_close(struct mkv_pool **pool)
 				mkv_holder_write(p, &r, 2 * p->lease_period_ns);
 			}
 			mkv_holder_stop(p);
+			/* its counters are the slot's: before we give it up */
+			mkv_remote_fini(p);
 			if (p->h.ready && !(p->flags & MKV_RDONLY))
 				mkv_lease_release(p);
 			open_list_remove(p);

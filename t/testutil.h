@@ -410,6 +410,32 @@ int tu_fi_find(struct tu_fi *fi);
  */
 void tu_b3sum16(const void *buf, size_t len, uint8_t out[16]);
 
+/* ---- Redis servers on loopback (redis-server, redis-cli) ---- */
+
+/** 1 if an executable @p prog is on $PATH. */
+int tu_on_path(const char *prog);
+/**
+ * A Redis Cluster of @p nodes (3 to 8) masters on 127.0.0.1, no replicas,
+ * no persistence, their files and logs in @p dir: redis-server processes
+ * of this process (they die with it), on free ports, made one cluster by
+ * redis-cli --cluster create; each node has said cluster_state:ok when
+ * this returns.  @p servers gets "127.0.0.1:P1,127.0.0.1:P2,...".  0; 77
+ * if redis-server or redis-cli is not on $PATH; -1 on failure (the
+ * reason on stderr, the nodes stopped).  A node that dies is not a failed
+ * cluster: cluster-require-full-coverage is off, the others go on.
+ */
+int tu_cluster_start(const char *dir, unsigned nodes, char *servers, size_t cap);
+/** Kill (SIGKILL) and reap the nodes, and the standalone servers, of this process
+ * (stopped ones too, and those killed already), and remove their files. */
+void tu_cluster_stop(void);
+/** Node @p i's process, or -1. */
+pid_t tu_cluster_pid(unsigned i);
+/** Node @p i's port, or 0. */
+unsigned tu_cluster_port(unsigned i);
+/** A redis-server with cluster support off, in @p dir, on a free port
+ * (*@p port), stopped by tu_cluster_stop(); 0, 77 or -1 as tu_cluster_start(). */
+int tu_redis_standalone(const char *dir, unsigned *port);
+
 /* ---- the environment ---- */
 
 /** An unsigned number from the environment variable @p name, or @p def. */

@@ -451,7 +451,9 @@ pages_quarantined pages_granted entries bytes_stored registry_size registry_used
 clients max_clients lease_generation lease_holder_pid lease_period_ms \
 lease_heartbeat_age_ms requests_pending lease_holder_node backing dax_device dax_align \
 hits misses evictions client_timeout_ms low_watermark high_watermark client_list \
-max_nodes nodes mode gid coherence "
+max_nodes nodes mode gid coherence remote_servers remote_spills remote_spill_bytes \
+remote_drops remote_spill_errors remote_fetches remote_fetch_hits remote_fetch_misses \
+remote_fetch_errors "
 check "stat --json has the documented keys, in order" test "$keys" = "$expected"
 [ "$keys" = "$expected" ] || { echo "#   got: $keys"; show "$tmp/stat.json" "$tmp/stat.err"; }
 check "stat --json is one object" test "$(sed -n '1p;$p' "$tmp/stat.json" | tr -d '\n')" = "{}"

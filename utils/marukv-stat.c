@@ -162,6 +162,8 @@ struct report {
 	size_t nclients;
 	const struct field *last;    /* the figures added after client_list */
 	size_t nlast;
+	const struct field *remote;  /* the remote tier's, after coherence and remote_servers */
+	size_t nremote;
 };
 
 static void print_label(const char *label, const char *value)
@@ -195,6 +197,9 @@ static void print_human(const struct report *r, int human)
 	}
 	for (size_t i = 0; i < r->nlast; i++)
 		print_label(r->last[i].label, field_text(&r->last[i], s, buf, sizeof(buf)));
+	print_label("remote servers", *st->remote_servers ? st->remote_servers : "- (no tier)");
+	for (size_t i = 0; i < r->nremote; i++)
+		print_label(r->remote[i].label, field_text(&r->remote[i], s, buf, sizeof(buf)));
 	print_clients_human(r->clients, r->nclients);
 }
 
@@ -224,6 +229,11 @@ static void print_json(const struct report *r)
 			field_text(&r->last[i], S_JSON, buf, sizeof(buf)));
 	fputs(",\n  \"coherence\": ", stdout);
 	json_string(stdout, mkv_coherence_name(st->coherence));
+	fputs(",\n  \"remote_servers\": ", stdout);
+	json_string(stdout, st->remote_servers);
+	for (size_t i = 0; i < r->nremote; i++)
+		printf(",\n  \"%s\": %s", r->remote[i].json,
+			field_text(&r->remote[i], S_JSON, buf, sizeof(buf)));
 	fputs("\n}\n", stdout);
 }
 
@@ -298,6 +308,7 @@ int main(int argc, char **argv)
 	/* Terminated strings whatever the library left in the arrays. */
 	st.lease_holder_node[sizeof(st.lease_holder_node) - 1] = '\0';
 	st.dax_device[sizeof(st.dax_device) - 1] = '\0';
+	st.remote_servers[sizeof(st.remote_servers) - 1] = '\0';
 	if (mkv_pool_path(pool))
 		name = mkv_pool_path(pool);
 	format_uuid(st.uuid, uuid);
@@ -341,10 +352,21 @@ int main(int argc, char **argv)
 			{ "mode",              "mode",              K_MODE,  st.mode },
 			{ "gid",               "gid",               K_COUNT, st.gid },
 		};
+		/* The remote tier's, after coherence and remote_servers. */
+		const struct field remote[] = {
+			{ "remote_spills",       "remote spills",       K_COUNT, st.remote_spills },
+			{ "remote_spill_bytes",  "remote spill bytes",  K_BYTES, st.remote_spill_bytes },
+			{ "remote_drops",        "remote drops",        K_COUNT, st.remote_drops },
+			{ "remote_spill_errors", "remote spill errors", K_COUNT, st.remote_spill_errors },
+			{ "remote_fetches",      "remote fetches",      K_COUNT, st.remote_fetches },
+			{ "remote_fetch_hits",   "remote fetch hits",   K_COUNT, st.remote_fetch_hits },
+			{ "remote_fetch_misses", "remote fetch misses", K_COUNT, st.remote_fetch_misses },
+			{ "remote_fetch_errors", "remote fetch errors", K_COUNT, st.remote_fetch_errors },
+		};
 		const struct report r = {
 			name, uuid, &st, f, sizeof(f) / sizeof(f[0]),
 			more, sizeof(more) / sizeof(more[0]), clients, nclients,
-			last, sizeof(last) / sizeof(last[0]),
+			last, sizeof(last) / sizeof(last[0]), remote, sizeof(remote) / sizeof(remote[0]),
 		};
 
 		if (o.json)
