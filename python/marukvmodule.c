@@ -91,22 +91,22 @@ static struct {
 	{ MKV_E_VERSION, "VERSION", "VersionMismatch", NULL },
 	{ MKV_E_INTERNAL, "INTERNAL", "Internal", NULL },
 	{ MKV_E_EXPIRED, "EXPIRED", "Expired", NULL },
+	{ MKV_E_FRAME_MAGIC, "FRAME_MAGIC", "FrameMagic", NULL },
+	{ MKV_E_FRAME_VERSION, "FRAME_VERSION", "FrameVersion", NULL },
+	{ MKV_E_FRAME_SHORT, "FRAME_SHORT", "FrameShort", NULL },
+	{ MKV_E_FRAME_CHECKSUM, "FRAME_CHECKSUM", "FrameChecksum", NULL },
+	{ MKV_E_FRAME_BODY, "FRAME_BODY", "FrameBody", NULL },
+	{ MKV_E_REMOTE, "REMOTE", "RemoteFailed", NULL },
 };
 #define NCODES (sizeof(codes) / sizeof(codes[0]))
 static PyObject *Error;
 
-/*
- * Raise the exception for @code, with the calling thread's message from the
- * library (it must be the thread's last mkv_* call); returns NULL.
- */
+/* Raise the exception for @code with the message @msg; returns NULL. */
 static PyObject *
-raise_mkv(int code)
+raise_code(int code, const char *msg)
 {
-	const char *msg = mkv_errormsg();
 	PyObject *cls = Error, *exc;
 
-	if (*msg == '\0')
-		msg = mkv_strerror(code);
 	for (size_t i = 0; i < NCODES; i++)
 		if (codes[i].code == code)
 			cls = codes[i].cls;
@@ -118,6 +118,18 @@ raise_mkv(int code)
 		Py_DECREF(exc);
 	}
 	return NULL;
+}
+
+/*
+ * Raise the exception for @code, with the calling thread's message from the
+ * library (it must be the thread's last mkv_* call); returns NULL.
+ */
+static PyObject *
+raise_mkv(int code)
+{
+	const char *msg = mkv_errormsg();
+
+	return raise_code(code, *msg ? msg : mkv_strerror(code));
 }
 
 static PyObject *
@@ -1168,7 +1180,7 @@ Pool_abort(PoolObject *self, PyObject *bufobj)
 	Py_RETURN_NONE;
 }
 
-/* A call on one key: mkv_del or mkv_exists. */
+/* A call on one key: mkv_del, mkv_exists or mkv_fetch. */
 static int
 one_key(PoolObject *self, PyObject *keyobj, int (*fn)(struct mkv_pool *, const void *, size_t))
 {
@@ -1384,7 +1396,12 @@ Pool_stat(PoolObject *self, PyObject *Py_UNUSED(ignored))
 	    PUT_U(d, &st, dax_align) || PUT_U(d, &st, low_watermark) ||
 	    PUT_U(d, &st, high_watermark) || PUT_U(d, &st, max_nodes) ||
 	    PUT_U(d, &st, nodes) || PUT_U(d, &st, mode) || PUT_U(d, &st, gid) ||
-	    PUT_U(d, &st, registry_fresh_logged) || PUT_U(d, &st, registry_fresh_whole))
+	    PUT_U(d, &st, registry_fresh_logged) || PUT_U(d, &st, registry_fresh_whole) ||
+	    PUT_S(d, &st, remote_servers) || PUT_U(d, &st, remote_spills) ||
+	    PUT_U(d, &st, remote_spill_bytes) || PUT_U(d, &st, remote_drops) ||
+	    PUT_U(d, &st, remote_spill_errors) || PUT_U(d, &st, remote_fetches) ||
+	    PUT_U(d, &st, remote_fetch_hits) || PUT_U(d, &st, remote_fetch_misses) ||
+	    PUT_U(d, &st, remote_fetch_errors))
 		Py_CLEAR(d);
 	return d;
 }
@@ -1544,6 +1561,99 @@ Pool_clients(PoolObject *self, PyObject *Py_UNUSED(ignored))
 	return list;
 }
 
+/* Pool: the remote tier */
+
+/*
+ * A string argument of set_remote(), @len bytes, into @dst (@max + 1 bytes);
+ * InvalidArgument if it is longer than @max or holds a NUL.
+ */
+static int
+remote_str(char *dst, size_t max, const char *name, const char *src, Py_ssize_t len)
+{
+	char msg[128];
+
+	if ((size_t)len > max) {
+		snprintf(msg, sizeof(msg), "set_remote: %s is %zd bytes in UTF-8, at most %zu", name,
+				len, max);
+		raise_code(MKV_E_INVAL, msg);
+		return -1;
+	}
+	if (len > 0 && memchr(src, '\0', (size_t)len)) {
+		snprintf(msg, sizeof(msg), "set_remote: %s holds a NUL character", name);
+		raise_code(MKV_E_INVAL, msg);
+		return -1;
+	}
+	memcpy(dst, src, (size_t)len);
+	dst[len] = '\0';
+	return 0;
+}
+
+static PyObject *
+Pool_set_remote(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "servers", "prefix", "ttl_s", "queue_mib", "timeout_ms", "tier",
+		NULL };
+	const char *servers, *prefix = "";
+	Py_ssize_t slen = 0, plen = 0;
+	unsigned int ttl = 0, queue = 0, timeout = 0, tier = 0;
+	struct mkv_remote r = { 0 };
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "z#|$s#O&O&O&O&:set_remote", kwlist,
+			&servers, &slen, &prefix, &plen, to_uint, &ttl, to_uint, &queue, to_uint,
+			&timeout, to_uint, &tier))
+		return NULL;
+	if (servers == NULL)	/* None: off, as "" */
+		servers = "";
+	if (remote_str(r.servers, MKV_REMOTE_SERVERS_MAX, "servers", servers, slen) < 0 ||
+	    remote_str(r.prefix, MKV_REMOTE_PREFIX_MAX, "prefix", prefix, plen) < 0)
+		return NULL;
+	r.ttl_s = ttl;
+	r.queue_mib = queue;
+	r.timeout_ms = timeout;
+	r.tier = tier;
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_remote_set(self->pool, &r);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_remote(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	struct mkv_remote r;
+	PyObject *d;
+	int rc;
+
+	if (call_enter(self) < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_remote_get(self->pool, &r);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	if ((d = PyDict_New()) == NULL)
+		return NULL;
+	if (PUT_S(d, &r, servers) || PUT_S(d, &r, prefix) || PUT_U(d, &r, ttl_s) ||
+	    PUT_U(d, &r, queue_mib) || PUT_U(d, &r, timeout_ms) || PUT_U(d, &r, tier))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *
+Pool_fetch(PoolObject *self, PyObject *key)
+{
+	if (one_key(self, key, mkv_fetch) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
 static PyObject *
 Pool_get_path(PoolObject *self, void *Py_UNUSED(closure))
 {
@@ -1648,8 +1758,9 @@ static PyMethodDef Pool_methods[] = {
 	  "The pool's figures as a dict: the fields of struct mkv_stat in\n"
 	  "marukv(3) (pages_total, pages_used, pages_free, pages_quarantined,\n"
 	  "pages_granted, entries, bytes_stored, clients, hits, misses,\n"
-	  "evictions, lease_*, ...); uuid as a str, backing as 'file', 'tmpfs',\n"
-	  "'fsdax' or 'devdax'." },
+	  "evictions, lease_*, remote_*, ...); uuid as a str, backing as 'file',\n"
+	  "'tmpfs', 'fsdax' or 'devdax', remote_servers as a str ('' without a\n"
+	  "remote tier)." },
 	{ "verify", (PyCFunction)(void (*)(void))Pool_verify, METH_VARARGS | METH_KEYWORDS,
 	  "verify(deep=False)\n--\n\n"
 	  "Check the registry against the page table (with deep=True, also every\n"
@@ -1679,6 +1790,32 @@ static PyMethodDef Pool_methods[] = {
 	  "The pool's client slots in use, a list of dicts: slot, pid, node,\n"
 	  "alive, rdonly, holder, pin (the registry txn its oldest view may have\n"
 	  "seen; 0 when it holds no view), pages_granted, heartbeat_age_ms." },
+	{ "set_remote", (PyCFunction)(void (*)(void))Pool_set_remote, METH_VARARGS | METH_KEYWORDS,
+	  "set_remote(servers, *, prefix='', ttl_s=0, queue_mib=0, timeout_ms=0, tier=0)\n--\n\n"
+	  "Set the pool's remote tier, a Redis Cluster that evicted values spill\n"
+	  "to and fetch() brings back: servers is 'host:port[,host:port...]', 1 to\n"
+	  "16 seed nodes, at most 255 bytes; None or '' turns the tier off.\n"
+	  "prefix (at most 63 bytes) starts every Redis key; ttl_s: stored values\n"
+	  "expire after it (0: never); queue_mib: bound on evicted bytes waiting to\n"
+	  "spill (0: 64); timeout_ms: bound on each exchange with a node (0: 1000);\n"
+	  "tier: the label the frames carry (0 to 255).  The setting is the pool's,\n"
+	  "for every process; the list is checked for its form, no node is\n"
+	  "reached.  Raises InvalidArgument (a malformed list, a string too long,\n"
+	  "a number out of range), ReadOnly, TimedOut." },
+	{ "remote", (PyCFunction)Pool_remote, METH_NOARGS,
+	  "remote()\n--\n\n"
+	  "The pool's remote tier as a dict: servers ('' if none), prefix, ttl_s,\n"
+	  "queue_mib, timeout_ms, tier, the defaults filled in." },
+	{ "fetch", (PyCFunction)Pool_fetch, METH_O,
+	  "fetch(key)\n--\n\n"
+	  "Make sure key is in the pool: return None at once if it is, else bring\n"
+	  "its value back from the remote tier and publish it.  The only call that\n"
+	  "reaches the network; it runs with the GIL released, each exchange with\n"
+	  "a node bounded by the tier's timeout_ms.  Raises NotFound (a KeyError:\n"
+	  "no tier, or the tier has no value for key), RemoteFailed (no answer in\n"
+	  "time, or an error from the node), a BadFrame subclass (the stored frame\n"
+	  "was refused), ReadOnly, and the errors of put().  Nothing is published\n"
+	  "on error." },
 	{ NULL, NULL, 0, NULL }
 };
 

@@ -4,6 +4,9 @@
 Every test makes its own pool in a fresh directory on tmpfs (/dev/shm),
 never the default pool; seeds are fixed.  numpy and torch tests skip
 where those modules are missing (Debian: python3-numpy, python3-torch).
+The remote tier's tests use ports of 127.0.0.1 where nothing listens or
+nothing answers, and a real one-node Redis Cluster (skipped without
+redis-server).
 """
 
 import ctypes
@@ -13,6 +16,8 @@ import os
 import random
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -322,7 +327,10 @@ def test_exception_classes():
         "E_NOTFOUND": marukv.NotFound, "E_RDONLY": marukv.ReadOnly,
         "E_NOTPOOL": marukv.NotPool, "E_CORRUPT": marukv.Corrupt,
         "E_VERSION": marukv.VersionMismatch, "E_INTERNAL": marukv.Internal,
-        "E_EXPIRED": marukv.Expired,
+        "E_EXPIRED": marukv.Expired, "E_REMOTE": marukv.RemoteFailed,
+        "E_FRAME_MAGIC": marukv.FrameMagic, "E_FRAME_VERSION": marukv.FrameVersion,
+        "E_FRAME_SHORT": marukv.FrameShort, "E_FRAME_CHECKSUM": marukv.FrameChecksum,
+        "E_FRAME_BODY": marukv.FrameBody,
     }
     assert len({getattr(marukv, c) for c in pairs}) == len(pairs)
     for const, cls in pairs.items():
@@ -332,6 +340,12 @@ def test_exception_classes():
     assert issubclass(marukv.NotFound, KeyError)
     assert issubclass(marukv.InvalidArgument, ValueError)
     assert issubclass(marukv.NoMemory, MemoryError)
+    frames = {c for c in pairs.values() if c.__name__.startswith("Frame")}
+    assert len(frames) == 5 and all(issubclass(c, marukv.BadFrame) for c in frames)
+    assert marukv.BadFrame.__module__ == "marukv"
+    assert all(name in marukv.__doc__ and name in marukv.__all__
+               for name in ["BadFrame"] + [c.__name__ for c in pairs.values()])
+    assert all(const in marukv.__all__ for const in pairs)
 
 
 def test_open_errors(pooldir):
@@ -408,7 +422,9 @@ def test_readonly_pool_refuses_writes(pooldir):
         assert bytes(ro.get(b"k")) == b"value" and ro.prefix_len([b"k"]) == 1
         for call in (lambda: ro.put(b"k2", b"v"), lambda: ro.alloc(1),
                      lambda: ro.delete(b"k"), lambda: ro.evict(50), lambda: ro.reclaim(),
-                     lambda: ro.set_watermarks(5, 10)):
+                     lambda: ro.set_watermarks(5, 10), lambda: ro.set_remote("h:1"),
+                     lambda: ro.set_remote(""), lambda: ro.fetch(b"k"),
+                     lambda: ro.fetch(b"absent")):
             with pytest.raises(marukv.ReadOnly) as e:
                 call()
             assert e.value.code == marukv.E_RDONLY
@@ -416,6 +432,7 @@ def test_readonly_pool_refuses_writes(pooldir):
         ro.reclaim(dry_run=True)
         assert my_client(ro)["rdonly"]
         assert ro.exists(b"k")
+        assert ro.remote()["servers"] == ""
 
 
 # Hostile use
@@ -445,7 +462,10 @@ def test_wrong_types(pool, pooldir):
                  lambda: pool.get_batch([b"k", 3]), lambda: pool.publish(b"k", b"buf"),
                  lambda: pool.abort(object()), lambda: pool.alloc("10"),
                  lambda: pool.alloc(1.0), lambda: pool.evict("50"),
-                 lambda: pool.publish_chain(None, 5),
+                 lambda: pool.publish_chain(None, 5), lambda: pool.fetch("str key"),
+                 lambda: pool.set_remote(5), lambda: pool.set_remote("h:1", prefix=5),
+                 lambda: pool.set_remote("h:1", ttl_s="1"), lambda: pool.set_remote(),
+                 lambda: pool.set_remote("h:1", "prefix"),
                  lambda: marukv.Pool(pooldir, create=True, data_size="big"),
                  lambda: marukv.Pool(pooldir, create=True, node=5),
                  lambda: marukv.Pool(pooldir, create=True, bogus=1),
@@ -471,6 +491,10 @@ def test_huge_sizes(pool, pooldir):
         marukv.Pool(pooldir + "2", create=True, page_size=-4096)
     with pytest.raises(OverflowError):
         pool.evict(-1)
+    with pytest.raises(OverflowError):
+        pool.set_remote("h:1", timeout_ms=-1)
+    with pytest.raises(OverflowError):
+        pool.set_remote("h:1", ttl_s=1 << 32)
 
 
 def test_released_view_raises(pool):
@@ -550,6 +574,8 @@ def test_use_after_close(pool):
                  lambda: pool.get_batch([b"k"]), lambda: pool.stat(), lambda: pool.verify(),
                  lambda: pool.reclaim(), lambda: pool.evict(10), lambda: pool.clients(),
                  lambda: pool.set_watermarks(5, 10), lambda: pool.path,
+                 lambda: pool.set_remote(""), lambda: pool.remote(),
+                 lambda: pool.fetch(b"k"),
                  lambda: pool.publish(b"k", b), lambda: pool.abort(b),
                  lambda: pool.__enter__(),
                  # views and buffers of a closed pool
@@ -1088,6 +1114,247 @@ def test_stat_counts_how_a_reader_made_each_snapshot_fresh(pooldir):
             w.put(b"k%d" % i, b"v")
             assert bytes(r.get(b"k%d" % i)) == b"v"
         assert snapshot_moves(r) == (0, 0)
+
+
+# The remote tier
+
+
+OFF = {"servers": "", "prefix": "", "ttl_s": 0, "queue_mib": 0, "timeout_ms": 0, "tier": 0}
+
+
+def closed_port():
+    """A port of 127.0.0.1 where nothing listens (one the kernel just gave
+    out and took back)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A real Redis Cluster of one node (redis-server --cluster-enabled yes,
+    every slot its own) on a free port of 127.0.0.1, in directory d, with
+    a client of its own: get(key), set(key, value), keys()."""
+
+    def __init__(self, d):
+        self.port = closed_port()
+        self.servers = "127.0.0.1:%d" % self.port
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+             "--dir", d, "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        self.f = self.sock.makefile("rb")
+        assert self.cmd(b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383") == b"OK"
+        while b"cluster_state:ok" not in self.cmd(b"CLUSTER", b"INFO"):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.05)
+
+    def cmd(self, *args):
+        self.sock.sendall(b"*%d\r\n" % len(args) +
+                          b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        return self.reply()
+
+    def reply(self):
+        line = self.f.readline()[:-2]
+        kind, rest = line[:1], line[1:]
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.f.read(n + 2)[:-2]
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        assert kind != b"-", rest
+        return int(rest) if kind == b":" else rest
+
+    def get(self, key):
+        return self.cmd(b"GET", key)
+
+    def set(self, key, value):
+        assert self.cmd(b"SET", key, value) == b"OK"
+
+    def keys(self):
+        return set(self.cmd(b"KEYS", b"*"))
+
+    def close(self):
+        self.sock.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    if not shutil.which("redis-server"):
+        pytest.skip("no redis-server (Debian: redis-server)")
+    c = Cluster(str(tmp_path))
+    yield c
+    c.close()
+
+
+def test_remote_setting_round_trip(pool, pooldir):
+    """set_remote() keeps the setting in the pool, the defaults filled in,
+    for every handle; "" and None turn it off."""
+    assert pool.remote() == OFF and pool.stat()["remote_servers"] == ""
+    servers = "127.0.0.1:7000,localhost:7001"
+    pool.set_remote(servers, prefix="kv:", ttl_s=3600, tier=7)
+    want = {"servers": servers, "prefix": "kv:", "ttl_s": 3600, "queue_mib": 64,
+            "timeout_ms": 1000, "tier": 7}
+    assert pool.remote() == want
+    with marukv.Pool(pooldir) as other, marukv.Pool(pooldir, readonly=True) as ro:
+        assert other.remote() == want and ro.remote() == want
+        assert other.stat()["remote_servers"] == servers
+        other.set_remote("h:1", queue_mib=8, timeout_ms=250)
+    assert pool.remote() == {"servers": "h:1", "prefix": "", "ttl_s": 0, "queue_mib": 8,
+                             "timeout_ms": 250, "tier": 0}
+    pool.set_remote("")
+    assert pool.remote() == OFF and pool.stat()["remote_servers"] == ""
+    # The longest strings, counted in UTF-8 bytes.
+    longest = "h" * (255 - len(":6379")) + ":6379"
+    pool.set_remote(longest, prefix="\u00e9" * 31 + "p")
+    assert pool.remote()["servers"] == longest and pool.remote()["prefix"] == "\u00e9" * 31 + "p"
+    pool.set_remote(None)
+    assert pool.remote() == OFF
+
+
+def test_remote_bad_settings_are_invalid(pool):
+    pool.set_remote("h:1", prefix="p:")
+    bad = [dict(servers=s) for s in ("host", "host:0", "host:65536", "x" * 300, "a:1,",
+                                     "a:1\0b:2", ",".join(["h:%d" % i for i in range(1, 18)]))]
+    bad += [dict(servers="h:1", prefix="p" * 64), dict(servers="h:1", prefix="\u00e9" * 32),
+            dict(servers="h:1", prefix="a\0b"), dict(servers="h:1", tier=256),
+            dict(servers="h:1", timeout_ms=60001), dict(servers="h:1", queue_mib=65537)]
+    for kw in bad:
+        with pytest.raises(marukv.InvalidArgument) as e:
+            pool.set_remote(kw.pop("servers"), **kw)
+        assert isinstance(e.value, ValueError) and e.value.code == marukv.E_INVAL
+        assert e.value.message
+    assert pool.remote()["servers"] == "h:1" and pool.remote()["prefix"] == "p:"
+
+
+def test_fetch_without_a_tier(pool):
+    """Without a tier, fetch() is a lookup: None if the key is in the pool,
+    NotFound if not; nothing asks a tier."""
+    with pytest.raises(marukv.NotFound) as e:
+        pool.fetch(b"absent")
+    assert isinstance(e.value, KeyError) and e.value.code == marukv.E_NOTFOUND
+    pool.put(b"k", b"v")
+    assert pool.fetch(b"k") is None
+    assert pool.fetch(bytearray(b"k")) is None
+    with pytest.raises(marukv.InvalidArgument):
+        pool.fetch(b"")
+    assert pool.stat()["remote_fetches"] == 0
+
+
+def test_fetch_from_an_unreachable_tier(pool):
+    """A tier where nothing listens: fetch() of a key in the pool does not
+    ask it; of a missing key raises RemoteFailed quickly, counted, and the
+    pool goes on."""
+    port = closed_port()
+    pool.set_remote("127.0.0.1:%d" % port, timeout_ms=200)
+    pool.put(b"here", b"v")
+    assert pool.fetch(b"here") is None
+    assert pool.stat()["remote_fetches"] == 0
+    t = time.monotonic()
+    with pytest.raises(marukv.RemoteFailed) as e:
+        pool.fetch(b"absent")
+    assert time.monotonic() - t < 2
+    assert e.value.code == marukv.E_REMOTE and str(port) in e.value.message
+    assert not pool.exists(b"absent")
+    st = pool.stat()
+    assert (st["remote_fetches"], st["remote_fetch_errors"]) == (1, 1)
+    assert (st["remote_fetch_hits"], st["remote_fetch_misses"]) == (0, 0)
+    pool.put(b"absent", b"w")
+    assert bytes(pool.get(b"absent")) == b"w"
+    assert pool.verify()["problems"] == 0
+
+
+def test_fetch_releases_the_gil(pool):
+    """A node that takes the connection (in its listen backlog) and never
+    answers: fetch() waits out the tier's timeout with the GIL released.
+    With a long switch interval, the main thread's ticks advance only while
+    the fetching thread has released it."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        pool.set_remote("127.0.0.1:%d" % mute.getsockname()[1], timeout_ms=300)
+        result = []
+
+        def fetch():
+            t = time.monotonic()
+            try:
+                pool.fetch(b"k")
+            except marukv.RemoteFailed:
+                result.append(time.monotonic() - t)
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(30)
+        t = threading.Thread(target=fetch)
+        ticks = 0
+        try:
+            t.start()
+            deadline = time.monotonic() + 10
+            while t.is_alive() and time.monotonic() < deadline:
+                ticks += 1
+                time.sleep(0.001)
+        finally:
+            sys.setswitchinterval(old)
+        t.join(10)
+    assert result, "the fetch did not raise RemoteFailed within 10 s"
+    assert 0.25 <= result[0] < 2, "the fetch took %.3f s" % result[0]
+    assert ticks >= 20, "%d ticks in the %.3f s the fetch took" % (ticks, result[0])
+
+
+def test_evicted_values_spill_and_fetch_back(pool, cluster):
+    """Evicted values spill as frames to the tier (a real one-node cluster)
+    and fetch() publishes them again; a frame damaged in Redis is refused
+    with the BadFrame subclass of its fault, and nothing is published."""
+    pool.set_remote(cluster.servers, prefix="t:", ttl_s=60, tier=7)
+    values = {b"k%d" % i: pattern(i, 100 + 1000 * i) for i in range(5)}
+    for k, v in values.items():
+        pool.put(k, v)
+    assert pool.evict(100)["keys"] == 5
+    deadline = time.monotonic() + 30
+    while pool.stat()["remote_spills"] < 5:
+        assert time.monotonic() < deadline, pool.stat()
+        time.sleep(0.01)
+    st = pool.stat()
+    assert st["remote_spill_bytes"] == sum(map(len, values.values()))
+    assert (st["remote_drops"], st["remote_spill_errors"]) == (0, 0)
+    assert cluster.keys() == {b"t:" + k for k in values}
+    frame = cluster.get(b"t:k1")
+    assert frame[:4] == b"MRDN" and frame[12] == 7
+    assert not pool.exists(b"k0")
+    assert pool.fetch(b"k0") is None
+    assert bytes(pool.get(b"k0")) == values[b"k0"]
+    with pytest.raises(marukv.NotFound):
+        pool.fetch(b"never")
+    damaged = {
+        marukv.FrameMagic: b"not a frame" * 4,
+        marukv.FrameVersion: frame[:4] + b"\x02" + frame[5:],
+        marukv.FrameShort: frame[:40],
+        marukv.FrameChecksum: frame[:-1] + bytes([frame[-1] ^ 1]),
+        marukv.FrameBody: cluster.get(b"t:k3"),      # the frame of another key
+    }
+    for cls, data in damaged.items():
+        cluster.set(b"t:k1", data)
+        with pytest.raises(cls) as e:
+            pool.fetch(b"k1")
+        assert isinstance(e.value, marukv.BadFrame) and e.value.code == getattr(
+            marukv, "E_FRAME_" + cls.__name__[5:].upper())
+        assert not pool.exists(b"k1")
+    cluster.set(b"t:k1", frame)
+    pool.fetch(b"k1")
+    assert bytes(pool.get(b"k1")) == values[b"k1"]
+    st = pool.stat()
+    assert (st["remote_fetches"], st["remote_fetch_hits"]) == (8, 2)
+    assert (st["remote_fetch_misses"], st["remote_fetch_errors"]) == (1, 5)
+    assert pool.verify(deep=True)["problems"] == 0
 
 
 # The documented example

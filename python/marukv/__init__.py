@@ -48,8 +48,22 @@ Errors.  Every failure raises a subclass of marukv.Error, which carries
 library's message): InvalidArgument (also a ValueError), NoMemory (also a
 MemoryError), NoSpace, Exists, NoPool, TooManyClients, IOFailure,
 TimedOut, Permission, NotFound (also a KeyError), ReadOnly, NotPool,
-Corrupt, VersionMismatch, Internal, Expired.  Wrong Python types raise
-TypeError, out-of-range integers OverflowError, as usual.
+Corrupt, VersionMismatch, Internal, Expired, RemoteFailed, and BadFrame
+(never raised itself) with one subclass per refused frame: FrameMagic,
+FrameVersion, FrameShort, FrameChecksum, FrameBody.  Wrong Python types
+raise TypeError, out-of-range integers OverflowError, as usual.
+
+Remote tier.  A pool may spill the values it evicts to a Redis Cluster
+and bring one back on request.  Pool.set_remote(servers, prefix=...,
+ttl_s=..., queue_mib=..., timeout_ms=..., tier=...) sets it for every
+process of the pool (servers "" or None: off), Pool.remote() reads it
+back, and Pool.fetch(key) makes sure key is in the pool, fetching and
+publishing it from the tier if it is not: NotFound if neither has it,
+RemoteFailed if the tier did not answer in time, a BadFrame subclass if
+what it returned was refused.  fetch() is the only call that reaches the
+network (evicted values spill from a thread of the library); a get()
+that misses stays a miss until its caller fetches.  stat() counts the
+tier's spills and fetches (remote_*).
 
 Threads and processes.  One Pool may be used by several threads at once;
 calls that can wait release the GIL.  Each process opens the pool itself:
@@ -63,20 +77,25 @@ from marukv._marukv import (  # noqa: F401
     Pool, View, Buffer, version, strerror, KEY_MAX,
     E_INVAL, E_NOMEM, E_NOSPC, E_EXISTS, E_NOENT, E_USERS, E_IO, E_TIMEDOUT,
     E_PERM, E_NOTFOUND, E_RDONLY, E_NOTPOOL, E_CORRUPT, E_VERSION,
-    E_INTERNAL, E_EXPIRED,
+    E_INTERNAL, E_EXPIRED, E_FRAME_MAGIC, E_FRAME_VERSION, E_FRAME_SHORT,
+    E_FRAME_CHECKSUM, E_FRAME_BODY, E_REMOTE,
 )
 from marukv._errors import (  # noqa: F401
     Error, InvalidArgument, NoMemory, NoSpace, Exists, NoPool, TooManyClients,
     IOFailure, TimedOut, Permission, NotFound, ReadOnly, NotPool, Corrupt,
-    VersionMismatch, Internal, Expired,
+    VersionMismatch, Internal, Expired, RemoteFailed, BadFrame, FrameMagic,
+    FrameVersion, FrameShort, FrameChecksum, FrameBody,
 )
 
 __all__ = [
     "Pool", "View", "Buffer", "version", "strerror", "KEY_MAX",
     "E_INVAL", "E_NOMEM", "E_NOSPC", "E_EXISTS", "E_NOENT", "E_USERS", "E_IO",
     "E_TIMEDOUT", "E_PERM", "E_NOTFOUND", "E_RDONLY", "E_NOTPOOL", "E_CORRUPT",
-    "E_VERSION", "E_INTERNAL", "E_EXPIRED",
+    "E_VERSION", "E_INTERNAL", "E_EXPIRED", "E_FRAME_MAGIC", "E_FRAME_VERSION",
+    "E_FRAME_SHORT", "E_FRAME_CHECKSUM", "E_FRAME_BODY", "E_REMOTE",
     "Error", "InvalidArgument", "NoMemory", "NoSpace", "Exists", "NoPool",
     "TooManyClients", "IOFailure", "TimedOut", "Permission", "NotFound",
     "ReadOnly", "NotPool", "Corrupt", "VersionMismatch", "Internal", "Expired",
+    "RemoteFailed", "BadFrame", "FrameMagic", "FrameVersion", "FrameShort",
+    "FrameChecksum", "FrameBody",
 ]

@@ -95,6 +95,38 @@ class Expired(Error):
     may have changed.  Close the pool and open it again."""
 
 
+class RemoteFailed(Error):
+    """The remote tier did not answer within its timeout_ms, or answered an
+    error (the message names the node); Pool.fetch() published nothing."""
+
+
+class BadFrame(Error):
+    """A frame was refused: one subclass per reason.  Pool.fetch() raises
+    them for the frame the remote tier returned, and publishes nothing."""
+
+
+class FrameMagic(BadFrame):
+    """Not an MRDN frame: its first 4 bytes are not "MRDN"."""
+
+
+class FrameVersion(BadFrame):
+    """An MRDN frame of another version, or with header padding that is
+    not zero."""
+
+
+class FrameShort(BadFrame):
+    """Fewer bytes than the frame's header says."""
+
+
+class FrameChecksum(BadFrame):
+    """The frame's body does not match its checksum."""
+
+
+class FrameBody(BadFrame):
+    """The frame's body, checksum intact, is not a marukv value (or, from
+    Pool.fetch(), is the value of another key)."""
+
+
 # The classes are marukv's, whatever module defines them.
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, Error):
