@@ -279,6 +279,31 @@ for r in o["rows"]:
         assert r[k] > 0, (k, r)' "$tmp/hs.json" || show "$tmp/hs.json"
 fi
 
+# ---- marukv-bench remote ----------------------------------------------------
+
+if command -v redis-server >/dev/null 2>&1; then
+	"$bench" remote --sizes 4k,64k --values 2 --repeat 1 --dir "$tmp" --json \
+		>"$tmp/rm.json" 2>"$tmp/rm.err"
+	rc=$?
+	check "bench remote --json exits 0 (got $rc), quiet on stderr" \
+		test "$rc" -eq 0 -a ! -s "$tmp/rm.err"
+	check "bench remote --json has the documented keys, in order" \
+		test "$(json_keys "$tmp/rm.json")" = "command values repeat rows "
+	if command -v python3 >/dev/null 2>&1; then
+		check "bench remote --json: a row per size, every figure positive" python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert [r["size"] for r in o["rows"]] == [4096, 65536], o
+for r in o["rows"]:
+    for m in ("spill", "fetch", "redis_set", "redis_get"):
+        assert r[m + "_us"] > 0 and r[m + "_gb_per_s"] > 0, (m, r)
+    assert r["ratio_spill_redis_set"] > 0 and r["ratio_fetch_redis_get"] > 0, r' \
+			"$tmp/rm.json" || show "$tmp/rm.json" "$tmp/rm.err"
+	fi
+else
+	echo "skip - bench remote: no redis-server"
+fi
+
 # ---- marukv-bench flush -----------------------------------------------------
 
 "$bench" flush --sizes 4k --repeat 1 --dir "$tmp" --json >"$tmp/fl.json" 2>"$tmp/fl.err"

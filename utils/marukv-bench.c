@@ -33,6 +33,7 @@ static const struct command commands[] = {
 	{ "flush", cmd_flush, "cost of clflush, clflushopt and clwb, and of invalidate+read" },
 	{ "coherence", cmd_coherence, "lookup, get and put latency: non-coherent vs coherent pool" },
 	{ "hash", cmd_hash, "XXH3 and BLAKE3 (frames) throughput vs memcpy" },
+	{ "remote", cmd_remote, "spill and fetch (remote tier) vs Redis SET and GET" },
 };
 
 static void usage(FILE *f)

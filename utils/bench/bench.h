@@ -43,6 +43,7 @@ int cmd_evict(int argc, char **argv);
 int cmd_flush(int argc, char **argv);
 int cmd_coherence(int argc, char **argv);
 int cmd_hash(int argc, char **argv);
+int cmd_remote(int argc, char **argv);
 
 /* ---- the clock (timing.c) ------------------------------------------------ */
 
@@ -249,6 +250,7 @@ struct redisContext;
 /* A redis-server of the bench's own, dying with it. */
 struct redis_server {
 	pid_t pid;
+	unsigned port;            /* a cluster node's TCP port on 127.0.0.1; 0: none */
 	char *sock;               /* its Unix socket */
 	char *log;                /* its log file */
 };
@@ -258,6 +260,11 @@ struct redis_server {
  * (reported; if it is not installed, how to install it).
  */
 int redis_start(struct redis_server *srv, const char *dir, const char *cmd);
+/*
+ * The same as a Redis Cluster of one node serving every slot, on a free
+ * TCP port of 127.0.0.1 too (srv->port), which redis_connect() uses.
+ */
+int redis_start_cluster(struct redis_server *srv, const char *dir, const char *cmd);
 /* Stop it and reap it; 0, or -1 if it did not exit cleanly (reported). */
 int redis_stop(struct redis_server *srv, const char *cmd);
 /* A new connection to it (hiredis); NULL if none (reported). */

@@ -68,7 +68,8 @@ struct hr_opts {
 	uint64_t requests, seed;
 	unsigned wm_low, wm_high;
 	const char *dir;
-	int json;
+	int json, remote;
+	char servers[32];         /* with --remote: the tier's one node, "127.0.0.1:port" */
 	struct override over[MAX_OVERRIDES];
 	size_t nover;
 };
@@ -168,6 +169,9 @@ static int hr_parse(int argc, char **argv, struct hr_opts *o)
 			.help = "only the first N requests of each stream (default 0: all)" },
 		OPT_SEED(&o->seed, "seed of the streams (default 1)"),
 		OPT_DIR(&o->dir, "where the scratch pools go (default /dev/shm)"),
+		{ "remote", OPT_FLAG, &o->remote, .set = 1,
+			.help = "replay each row again with a remote tier behind the pool\n"
+				"(a Redis Cluster node of the bench's own): misses fetched" },
 		OPT_JSON(&o->json),
 		OPT_END,
 	};
@@ -370,6 +374,7 @@ static int64_t lru_replay(const struct wl_stream *s, size_t cap)
 
 struct mkv_result {
 	uint64_t hits, evictions, nospc, bad_views;
+	uint64_t fetched;         /* with a remote tier: blocks mkv_fetch() brought back */
 	uint64_t ns;              /* the replay, without creating the pool */
 	uint64_t allocs, alloc_ns;  /* mkv_alloc() calls of a page each, their time */
 	double alloc_cpu_ns;      /* and the process's CPU time in them (the holder's too) */
@@ -384,6 +389,7 @@ struct replay {
 	struct mkv_view *views;
 	struct mkv_buf *bufs;
 	size_t piece;             /* most blocks published at once */
+	const char *servers;      /* the remote tier's node; NULL: none */
 	const char *label;        /* workload and capacity, for messages */
 	struct mkv_result *res;
 };
@@ -458,6 +464,14 @@ static int replay_request(struct replay *rp, const struct wl_stream *s, size_t r
 			rp->res->bad_views++;
 		mkv_release(rp->pool, &rp->views[i]);
 	}
+	/* the rest of the prefix from the tier, as far as it has it */
+	for (; rp->servers && found < q->nblocks; found++, rp->res->fetched++) {
+		rc = mkv_fetch(rp->pool, rp->keys[found].data, BENCH_KEY_LEN);
+		if (rc == MKV_E_NOTFOUND)
+			break;
+		if (rc < 0)
+			return replay_fail(rp, r, "mkv_fetch", rc);
+	}
 	for (size_t at = found; at < q->nblocks; at += rp->piece) {
 		size_t n = q->nblocks - at < rp->piece ? q->nblocks - at : rp->piece;
 
@@ -495,6 +509,15 @@ static int replay_pool(struct replay *rp, const struct wl_stream *s, const char 
 		.wm_low = o->wm_low, .wm_high = o->wm_high };
 	int rc, status = pool_make(path, &spec, CMD, &rp->pool) < 0 ? EXIT_ERR : EXIT_OK;
 
+	if (status == EXIT_OK && rp->servers) {
+		struct mkv_remote t = { .timeout_ms = 10000 };
+
+		snprintf(t.servers, sizeof(t.servers), "%s", rp->servers);
+		/* a fresh pool's uuid would do too: a prefix per replay */
+		snprintf(t.prefix, sizeof(t.prefix), "%d.%" PRIu64 ":", (int)getpid(), now_ns());
+		if ((rc = mkv_remote_set(rp->pool, &t)) < 0)
+			status = replay_fail(rp, 0, "mkv_remote_set", rc);
+	}
 	t0 = now_ns();
 	for (size_t r = 0; r < s->nreq && status == EXIT_OK; r++) {
 		uint64_t t1;
@@ -523,10 +546,11 @@ static int replay_pool(struct replay *rp, const struct wl_stream *s, const char 
 
 /* Replay the stream against a fresh pool of cap pages, in a scratch directory. */
 static int mkv_replay(const struct hr_opts *o, const struct wl_stream *s, uint64_t cap,
-		const char *label, struct mkv_result *res)
+		const char *label, const char *servers, struct mkv_result *res)
 {
 	/* Pieces of a quarter of the pool at most: one piece's buffers always fit. */
-	struct replay rp = { .piece = cap / 4 ? cap / 4 : 1, .label = label, .res = res };
+	struct replay rp = { .piece = cap / 4 ? cap / 4 : 1, .label = label, .res = res,
+		.servers = servers };
 	char *dir = scratch_dir(o->dir, CMD), *path = dir ? path_join(dir, "pool") : NULL;
 	int status = EXIT_ERR;
 
@@ -561,6 +585,7 @@ struct row {
 	uint64_t percent, cap;
 	uint64_t lru_hits;
 	struct mkv_result mkv;
+	struct mkv_result tier;   /* with --remote: the replay with the tier */
 };
 
 static double rate(uint64_t hits, uint64_t blocks)
@@ -614,6 +639,20 @@ static void print_text(const struct hr_opts *o, const struct wl_result *w, size_
 				rate(r->lru_hits, r->w->blocks), rate(r->mkv.hits, r->w->blocks),
 				ratio(r), r->mkv.nospc, occupancy(r), alloc_us(r), alloc_cpu_us(r));
 	}
+	if (!o->remote)
+		return;
+	printf("\nwith a remote tier (one Redis Cluster node): misses fetched back\n");
+	printf("%-8s %10s %15s %16s %20s %16s %18s\n", "workload", "capacity %",
+			"pool hit rate", "pool+tier hits", "of which from tier", "pool+tier rate",
+			"tier evictions");
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+
+		printf("%-8s %10" PRIu64 " %15.3f %16" PRIu64 " %20" PRIu64 " %16.3f %18" PRIu64
+				"\n", r->w->name, r->percent, rate(r->mkv.hits, r->w->blocks),
+				r->tier.hits + r->tier.fetched, r->tier.fetched,
+				rate(r->tier.hits + r->tier.fetched, r->w->blocks), r->tier.evictions);
+	}
 }
 
 static void print_json(const struct hr_opts *o, const struct wl_result *w, size_t nw,
@@ -663,7 +702,13 @@ static void print_json(const struct hr_opts *o, const struct wl_result *w, size_
 		printf(", \"alloc_cpu_us_per_page\": ");
 		json_number(stdout, alloc_cpu_us(r), 3);
 		printf(", \"evictions\": %" PRIu64 ", \"nospc\": %" PRIu64 ", \"marukv_ns\": %"
-				PRIu64 " }", r->mkv.evictions, r->mkv.nospc, r->mkv.ns);
+				PRIu64, r->mkv.evictions, r->mkv.nospc, r->mkv.ns);
+		if (o->remote) {
+			printf(", \"tier_pool_hits\": %" PRIu64 ", \"tier_fetched\": %" PRIu64
+					", \"tier_hit_rate\": ", r->tier.hits, r->tier.fetched);
+			json_number(stdout, rate(r->tier.hits + r->tier.fetched, r->w->blocks), 6);
+		}
+		printf(" }");
 	}
 	printf("\n  ]\n}\n");
 }
@@ -702,11 +747,12 @@ static int run_workload(const struct hr_opts *o, const struct wl_setting *set,
 			break;
 		r->lru_hits = (uint64_t)hits;
 		snprintf(label, sizeof(label), "%s %" PRIu64 "%%", set->name, r->percent);
-		if (mkv_replay(o, &s, r->cap, label, &r->mkv) != EXIT_OK) {
+		if (mkv_replay(o, &s, r->cap, label, NULL, &r->mkv) != EXIT_OK ||
+		    (o->remote && mkv_replay(o, &s, r->cap, label, o->servers, &r->tier) != EXIT_OK)) {
 			status = EXIT_ERR;
-		} else if (r->mkv.bad_views) {
+		} else if (r->mkv.bad_views + r->tier.bad_views) {
 			fprintf(stderr, PROG " " CMD ": %s: %" PRIu64 " views did not hold"
-					" their block\n", label, r->mkv.bad_views);
+					" their block\n", label, r->mkv.bad_views + r->tier.bad_views);
 			status = EXIT_VERIFY;
 		}
 	}
@@ -722,7 +768,9 @@ int cmd_hitrate(int argc, char **argv)
 {
 	struct hr_opts o = { .caps = { 5, 10, 25 }, .ncaps = 3, .seed = 1, .dir = "/dev/shm",
 		.wm_low = WM_LOW, .wm_high = WM_HIGH };
+	struct redis_server srv = { .pid = -1 };
 	struct wl_result w[MAX_SETS];
+	char *sdir = NULL;
 	struct row *rows;
 	size_t nrows = 0;
 	int rc, status = EXIT_OK;
@@ -735,6 +783,14 @@ int cmd_hitrate(int argc, char **argv)
 	if (!rows) {
 		fprintf(stderr, PROG " " CMD ": out of memory\n");
 		return EXIT_ERR;
+	}
+	if (o.remote) {
+		if (!(sdir = scratch_dir(o.dir, CMD)) || redis_start_cluster(&srv, sdir, CMD) < 0) {
+			free(sdir);
+			free(rows);
+			return EXIT_ERR;
+		}
+		snprintf(o.servers, sizeof(o.servers), "127.0.0.1:%u", srv.port);
 	}
 	for (size_t i = 0; i < o.nset && status != EXIT_ERR; i++) {
 		int st = run_workload(&o, o.set[i], &w[i], rows + nrows);
@@ -750,5 +806,10 @@ int cmd_hitrate(int argc, char **argv)
 			print_text(&o, w, o.nset, rows, nrows);
 	}
 	free(rows);
+	if (o.remote) {
+		redis_stop(&srv, CMD);
+		scratch_remove(sdir, CMD);
+		free(sdir);
+	}
 	return status;
 }

@@ -4,7 +4,10 @@
  * what users of LMCache's remote backend run today.  A redis-server of the
  * bench's own, started on a Unix socket in a scratch directory, with no
  * TCP port and no persistence (no RDB snapshots, no AOF), so that it
- * does no more than hold the keys in memory; hiredis clients.
+ * does no more than hold the keys in memory; hiredis clients.  For the
+ * remote subcommand, a Redis Cluster of one such node that serves every
+ * slot, on a TCP port of loopback as well, where marukv's tier and the
+ * peer both reach it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,9 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,12 +79,16 @@ static void log_tail(const char *log, char *buf, size_t len)
 static void server_exec(const struct redis_server *srv, const char *dir, pid_t parent,
 		const char *cmd)
 {
+	char port[16];
 	char *argv[] = {
-		SERVER, "--port", "0", "--unixsocket", srv->sock, "--unixsocketperm", "700",
+		SERVER, "--port", port, "--unixsocket", srv->sock, "--unixsocketperm", "700",
 		"--save", "", "--appendonly", "no", "--dir", (char *)dir,
-		"--logfile", srv->log, "--daemonize", "no", NULL,
+		"--logfile", srv->log, "--daemonize", "no",
+		srv->port ? "--bind" : NULL, "127.0.0.1", "--cluster-enabled", "yes", NULL,
 	};
 	int fd = open("/dev/null", O_RDWR);
+
+	snprintf(port, sizeof(port), "%u", srv->port);
 
 	/* Never outlive the bench, even if it is killed. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || fd < 0 ||
@@ -128,8 +138,9 @@ int redis_start(struct redis_server *srv, const char *dir, const char *cmd)
 {
 	struct sockaddr_un sun;
 	pid_t parent = getpid();
+	unsigned port = srv->port;
 
-	*srv = (struct redis_server){ .pid = -1 };
+	*srv = (struct redis_server){ .pid = -1, .port = port };
 	if (!on_path(SERVER)) {
 		fprintf(stderr, PROG " %s: " SERVER " not found on PATH: install it (Debian:"
 				" apt-get install redis-server), or leave the Redis peer out"
@@ -182,11 +193,12 @@ int redis_stop(struct redis_server *srv, const char *cmd)
 
 redisContext *redis_connect(const struct redis_server *srv, const char *cmd)
 {
-	redisContext *c = redisConnectUnix(srv->sock);
+	redisContext *c = srv->port ? redisConnect("127.0.0.1", (int)srv->port) :
+			redisConnectUnix(srv->sock);
 
 	if (!c || c->err) {
-		fprintf(stderr, PROG " %s: connect to %s: %s\n", cmd, srv->sock,
-				c ? c->errstr : "out of memory");
+		fprintf(stderr, PROG " %s: connect to %s: %s\n", cmd, srv->port ? "127.0.0.1" :
+				srv->sock, c ? c->errstr : "out of memory");
 		redisFree(c);
 		return NULL;
 	}
@@ -232,4 +244,61 @@ int redis_replies(redisContext *c, size_t n, const char *cmd)
 int redis_flush(redisContext *c, const char *cmd)
 {
 	return reply_status(c, redisCommand(c, "FLUSHALL"), "OK", cmd);
+}
+
+/* A port of loopback where nothing listens now: one the kernel gives out; 0 if none. */
+static unsigned free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	unsigned port = 0;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, len) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+int redis_start_cluster(struct redis_server *srv, const char *dir, const char *cmd)
+{
+	uint64_t t0;
+	redisContext *c;
+	redisReply *r;
+
+	/* its bus port is the port + 10000: both under 65536 */
+	do
+		srv->port = free_port();
+	while (srv->port > 55000);
+	if (!srv->port) {
+		fprintf(stderr, PROG " %s: no free port on 127.0.0.1\n", cmd);
+		return -1;
+	}
+	if (redis_start(srv, dir, cmd) < 0 || !(c = redis_connect(srv, cmd)))
+		return redis_stop(srv, cmd), -1;
+	r = redisCommand(c, "CLUSTER ADDSLOTSRANGE 0 16383");
+	if (reply_status(c, r, "OK", cmd) < 0) {
+		redisFree(c);
+		return redis_stop(srv, cmd), -1;
+	}
+	for (t0 = now_ns();; sleep_ns(10000000)) {
+		int ok;
+
+		r = redisCommand(c, "CLUSTER INFO");
+		ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
+		if (r)
+			freeReplyObject(r);
+		if (ok)
+			break;
+		if (now_ns() - t0 > START_NS) {
+			fprintf(stderr, PROG " %s: the cluster did not come up within %llu s\n", cmd,
+					START_NS / 1000000000ULL);
+			redisFree(c);
+			return redis_stop(srv, cmd), -1;
+		}
+	}
+	redisFree(c);
+	return 0;
 }

@@ -29,7 +29,7 @@ bench=$1
 out=$2
 dir=${BENCH_DIR:-/dev/shm}
 # The set, in order, and the options some of its commands get.
-set_commands="register takeover hitrate evict lookup getsize put flush coherence hash"
+set_commands="register takeover hitrate evict lookup getsize put flush coherence hash remote"
 options_of() {
 	case $1 in
 	register) echo "--writers 1,2,4,8" ;;
