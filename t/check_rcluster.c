@@ -546,6 +546,25 @@ move_plan(const char *tag, struct reshard *m)
 }
 
 /*
+ * Ten keys "{tag}i" of len0 + i bytes through c, then the slot put in
+ * migration (IMPORTING on dst, MIGRATING on src) and n of them migrated.
+ */
+static void
+migration_begun(struct mkv_rc *c, const char *tag, const struct reshard *m, size_t len0,
+		size_t n)
+{
+	char key[32];
+
+	for (unsigned i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "{%s}%u", tag, i);
+		set_seeded(c, key, strlen(key), len0 + i, i);
+	}
+	freeReplyObject(node_cmd(m->dst, "CLUSTER SETSLOT %u IMPORTING %s", m->slot, m->src_id));
+	freeReplyObject(node_cmd(m->src, "CLUSTER SETSLOT %u MIGRATING %s", m->slot, m->dst_id));
+	migrate_keys(m->src, m->dst, m->slot, n);
+}
+
+/*
  * A slot moved for good (IMPORTING, MIGRATING, MIGRATE, SETSLOT NODE on
  * every node) under a client that knew the old map: one -MOVED, and the
  * map is right again for the rest.
@@ -559,13 +578,7 @@ START_TEST(test_moved_after_reshard)
 	cluster_up();
 	move_plan("mv", &m);
 	TU_OK(mkv_rc_open(servers, TIMEOUT_MS, &c));
-	for (unsigned i = 0; i < 10; i++) {
-		snprintf(key, sizeof(key), "{mv}%u", i);
-		set_seeded(c, key, strlen(key), 1000 + i, i);
-	}
-	freeReplyObject(node_cmd(m.dst, "CLUSTER SETSLOT %u IMPORTING %s", m.slot, m.src_id));
-	freeReplyObject(node_cmd(m.src, "CLUSTER SETSLOT %u MIGRATING %s", m.slot, m.dst_id));
-	migrate_keys(m.src, m.dst, m.slot, 100);
+	migration_begun(c, "mv", &m, 1000, 100);
 	freeReplyObject(node_cmd(m.dst, "CLUSTER SETSLOT %u NODE %s", m.slot, m.dst_id));
 	freeReplyObject(node_cmd(m.src, "CLUSTER SETSLOT %u NODE %s", m.slot, m.dst_id));
 	freeReplyObject(node_cmd(m.other, "CLUSTER SETSLOT %u NODE %s", m.slot, m.dst_id));
@@ -606,13 +619,7 @@ START_TEST(test_ask_during_migration)
 	cluster_up();
 	move_plan("ak", &m);
 	TU_OK(mkv_rc_open(servers, TIMEOUT_MS, &c));
-	for (unsigned i = 0; i < 10; i++) {
-		snprintf(key, sizeof(key), "{ak}%u", i);
-		set_seeded(c, key, strlen(key), 500 + i, i);
-	}
-	freeReplyObject(node_cmd(m.dst, "CLUSTER SETSLOT %u IMPORTING %s", m.slot, m.src_id));
-	freeReplyObject(node_cmd(m.src, "CLUSTER SETSLOT %u MIGRATING %s", m.slot, m.dst_id));
-	migrate_keys(m.src, m.dst, m.slot, 5);
+	migration_begun(c, "ak", &m, 500, 5);
 	ck_assert_int_eq(node_int(m.src, "CLUSTER COUNTKEYSINSLOT %u", m.slot), 5);
 
 	for (unsigned i = 0; i < 10; i++) {

@@ -897,6 +897,34 @@ def test_copies_release_the_gil(pooldir):
         pool.close()
 
 
+def ticks_during(call, secs):
+    """Run call() in a thread, the switch interval long, while this thread
+    counts ticks (one a millisecond): they advance only while call() has
+    released the GIL.  ([its seconds] if it returned within secs, else
+    [], and the ticks.)"""
+    result = []
+
+    def timed():
+        t = time.monotonic()
+        call()
+        result.append(time.monotonic() - t)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    t = threading.Thread(target=timed)
+    ticks = 0
+    try:
+        t.start()
+        deadline = time.monotonic() + secs
+        while t.is_alive() and time.monotonic() < deadline:
+            ticks += 1
+            time.sleep(0.001)
+    finally:
+        sys.setswitchinterval(old)
+    t.join(secs)
+    return result, ticks
+
+
 def holder(path, q):
     """Create the pool, so holding its lease, and wait to be stopped."""
     with open_pool(path, lease_period_ms=1000) as p:
@@ -946,26 +974,7 @@ def test_publish_waiting_for_a_stopped_holder_releases_the_gil(pooldir):
         assert q.get(timeout=60) == pr.pid
         p = marukv.Pool(pooldir)
         stop_outside_writes(pr.pid, pooldir)
-        result = []
-
-        def put():
-            t = time.monotonic()
-            p.put(b"k", b"v" * 100)
-            result.append(time.monotonic() - t)
-
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(30)
-        t = threading.Thread(target=put)
-        ticks = 0
-        try:
-            t.start()
-            deadline = time.monotonic() + 60
-            while t.is_alive() and time.monotonic() < deadline:
-                ticks += 1
-                time.sleep(0.001)
-        finally:
-            sys.setswitchinterval(old)
-        t.join(60)
+        result, ticks = ticks_during(lambda: p.put(b"k", b"v" * 100), 60)
         assert result, "the put did not return within 60 s"
         assert result[0] >= 0.1, "the put took %.3f s, not waiting for the lease" % result[0]
         assert ticks >= 20, "%d ticks in the %.3f s the put took" % (ticks, result[0])
@@ -1283,28 +1292,8 @@ def test_fetch_releases_the_gil(pool):
         mute.bind(("127.0.0.1", 0))
         mute.listen(8)
         pool.set_remote("127.0.0.1:%d" % mute.getsockname()[1], timeout_ms=300)
-        result = []
-
-        def fetch():
-            t = time.monotonic()
-            try:
-                pool.fetch(b"k")
-            except marukv.RemoteFailed:
-                result.append(time.monotonic() - t)
-
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(30)
-        t = threading.Thread(target=fetch)
-        ticks = 0
-        try:
-            t.start()
-            deadline = time.monotonic() + 10
-            while t.is_alive() and time.monotonic() < deadline:
-                ticks += 1
-                time.sleep(0.001)
-        finally:
-            sys.setswitchinterval(old)
-        t.join(10)
+        result, ticks = ticks_during(lambda: pytest.raises(marukv.RemoteFailed, pool.fetch, b"k"),
+                                     10)
     assert result, "the fetch did not raise RemoteFailed within 10 s"
     assert 0.25 <= result[0] < 2, "the fetch took %.3f s" % result[0]
     assert ticks >= 20, "%d ticks in the %.3f s the fetch took" % (ticks, result[0])
