@@ -103,7 +103,7 @@ conf_read(const struct mkv_pool *p, struct mkv_remote_conf *c, int tries, bool l
 			continue;
 		}
 		conf_words_load(c, s);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		mkv_full_fence();
 		if (__atomic_load_n(&s->gen, __ATOMIC_RELAXED) != gen)
 			continue;
 		c->gen = gen;
@@ -377,7 +377,7 @@ mkv_remote_set(struct mkv_pool *pool, const struct mkv_remote *r)
 	gen = (__atomic_load_n(&s->gen, __ATOMIC_RELAXED) | 1) + 2;
 	__atomic_store_n(&s->gen, gen, __ATOMIC_RELAXED);
 	mkv_share_persist(pool, &s->gen, sizeof(s->gen));
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	mkv_full_fence();
 	conf_words_store(s, &c);
 	mkv_share_persist(pool, s, sizeof(*s));
 	__atomic_store_n(&s->gen, gen + 1, __ATOMIC_RELEASE);
