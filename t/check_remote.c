@@ -417,6 +417,77 @@ START_TEST(test_a_full_queue_drops_and_never_blocks)
 END_TEST
 
 /*
+ * A handle closed with spills queued (the nodes stopped): its close waits
+ * for the exchange under way only, a timeout for each node it asks (here
+ * the three, for the slot map), and what it did not send is counted as
+ * dropped, so every eviction is accounted for.
+ */
+START_TEST(test_close_drops_what_is_queued)
+{
+	struct mkv_pool *p;
+	struct mkv_stat st;
+	double t;
+
+	evicting_pool(256, &p);
+	remote_on(p, 64, 1000);
+	for (unsigned i = 0; i < NODES; i++)
+		ck_assert_int_eq(kill(tu_cluster_pid(i), SIGSTOP), 0);
+	put_many(p, "cq", 400, 16384, 16384);
+	t = tu_now();
+	mkv_pool_close(&p);
+	t = tu_now() - t;
+	for (unsigned i = 0; i < NODES; i++)
+		ck_assert_int_eq(kill(tu_cluster_pid(i), SIGCONT), 0);
+	ck_assert_msg(t < NODES + 1.5, "close took %.3f s", t);
+	TU_OK(tu_pool_open(tu_dir, MKV_RDONLY, &p));
+	tu_stat(p, &st);
+	ck_assert_uint_gt(st.evictions, 100);
+	ck_assert_uint_gt(st.remote_drops, 0);
+	ck_assert_uint_eq(st.remote_spills + st.remote_drops + st.remote_spill_errors,
+			st.evictions);
+	mkv_pool_close(&p);
+}
+END_TEST
+
+/*
+ * The setting as a writer that died inside it leaves it (its generation
+ * odd), then damaged (a string without its end): the tier's calls say
+ * so, eviction goes on without spilling, and mkv_remote_set() mends it.
+ */
+START_TEST(test_a_broken_setting_is_said_and_mended)
+{
+	struct mkv_remote_conf *c;
+	struct mkv_remote r;
+	struct mkv_pool *p;
+	struct mkv_stat st;
+
+	evicting_pool(64, &p);
+	remote_on(p, 0, TIMEOUT_MS);
+	c = (struct mkv_remote_conf *)((char *)p->state + MKV_REMOTE_OFF);
+	c->gen |= 1;
+	TU_ERR(mkv_remote_get(p, &r), MKV_E_REMOTE);
+	TU_ERR(mkv_fetch(p, "absent", 6), MKV_E_REMOTE);
+	put_many(p, "br", 100, 5000, 9000);
+	tu_stat(p, &st);
+	ck_assert_uint_gt(st.evictions, 0);
+	ck_assert_uint_eq(st.remote_spills + st.remote_drops + st.remote_spill_errors, 0);
+	ck_assert_str_eq(st.remote_servers, "");
+	remote_on(p, 0, TIMEOUT_MS);
+	TU_OK(mkv_remote_get(p, &r));
+	ck_assert_str_eq(r.servers, servers);
+
+	c->gen += 2;
+	memset(c->servers, 'x', sizeof(c->servers));
+	TU_ERR(mkv_remote_get(p, &r), MKV_E_REMOTE);
+	ck_assert_msg(strstr(mkv_errormsg(), "damaged"), "%s", mkv_errormsg());
+	TU_ERR(mkv_fetch(p, "absent", 6), MKV_E_REMOTE);
+	remote_on(p, 0, TIMEOUT_MS);
+	TU_ERR(mkv_fetch(p, "absent", 6), MKV_E_NOTFOUND);
+	mkv_pool_close(&p);
+}
+END_TEST
+
+/*
  * A node killed with SIGKILL mid-run: puts and evictions go on, spills to
  * it fail and are counted, fetches of its keys fail with MKV_E_REMOTE
  * within a bound, those of the other nodes' keys still come back whole,
@@ -490,6 +561,8 @@ remote_suite(void)
 	tcase_add_test(tc, test_large_values_round_trip);
 	tcase_add_test(tc, test_damaged_frames_are_refused);
 	tcase_add_test(tc, test_a_full_queue_drops_and_never_blocks);
+	tcase_add_test(tc, test_close_drops_what_is_queued);
+	tcase_add_test(tc, test_a_broken_setting_is_said_and_mended);
 	tcase_add_test(tc, test_a_node_killed_mid_run);
 	suite_add_tcase(s, tc);
 	return s;
