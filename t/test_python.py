@@ -1145,26 +1145,42 @@ class Cluster:
     a client of its own: get(key), set(key, value), keys()."""
 
     def __init__(self, d):
-        self.port = closed_port()
+        deadline = time.monotonic() + 20
+        while not self.start(d, deadline):
+            assert time.monotonic() < deadline, "redis-server did not start"
+
+    def start(self, d, deadline):
+        """Start the node on a port whose bus port (+10000) is free too, both
+        below the kernel's ephemeral ports; False if it exited (a port taken
+        meanwhile)."""
+        self.port = random.randrange(20000, 22700)
+        for p in (self.port, self.port + 10000):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    return False
         self.servers = "127.0.0.1:%d" % self.port
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+             "--cluster-enabled", "yes", "--cluster-config-file", "nodes-%d.conf" % self.port,
              "--dir", d, "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
         while True:
             try:
                 self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
                 break
             except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
+                if self.proc.poll() is not None:
+                    return False
+                assert time.monotonic() < deadline, "redis-server did not answer"
                 time.sleep(0.05)
         self.f = self.sock.makefile("rb")
         assert self.cmd(b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383") == b"OK"
         while b"cluster_state:ok" not in self.cmd(b"CLUSTER", b"INFO"):
             assert time.monotonic() < deadline, "the cluster did not come up"
             time.sleep(0.05)
+        return True
 
     def cmd(self, *args):
         self.sock.sendall(b"*%d\r\n" % len(args) +

@@ -246,20 +246,36 @@ int redis_flush(redisContext *c, const char *cmd)
 	return reply_status(c, redisCommand(c, "FLUSHALL"), "OK", cmd);
 }
 
-/* A port of loopback where nothing listens now: one the kernel gives out; 0 if none. */
+/* Whether nothing listens on port of loopback now. */
+static int port_free(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * A free port whose cluster bus port (+10000) is free too, both below the
+ * kernel's ephemeral ports (32768 and up), where an outgoing connection
+ * may take one; 0 if none was found.
+ */
 static unsigned free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	unsigned port = 0;
+	uint64_t seed = now_ns() ^ (uint64_t)getpid() << 32;
 
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, len) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
+	for (int tries = 0; tries < 200; tries++) {
+		unsigned port = 20000 + (unsigned)(rng_next(&seed) % 2700);
+
+		if (port_free(port) && port_free(port + 10000))
+			return port;
+	}
+	return 0;
 }
 
 int redis_start_cluster(struct redis_server *srv, const char *dir, const char *cmd)
@@ -268,11 +284,7 @@ int redis_start_cluster(struct redis_server *srv, const char *dir, const char *c
 	redisContext *c;
 	redisReply *r;
 
-	/* its bus port is the port + 10000: both under 65536 */
-	do
-		srv->port = free_port();
-	while (srv->port > 55000);
-	if (!srv->port) {
+	if (!(srv->port = free_port())) {
 		fprintf(stderr, PROG " %s: no free port on 127.0.0.1\n", cmd);
 		return -1;
 	}
