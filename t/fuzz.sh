@@ -47,7 +47,7 @@ if [ -z "$FUZZ_LIB_SOURCES" ]; then
 	echo "fuzz: FUZZ_LIB_SOURCES is empty: run it as make fuzz" >&2
 	exit 99
 fi
-lib="$FUZZ_LIB_SOURCES -- -llmdb -lpmem2 -ldaxctl -lxxhash -lpthread"
+lib="$FUZZ_LIB_SOURCES -- -llmdb -lpmem2 -ldaxctl -lxxhash -lhiredis -lpthread"
 targets="
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
