@@ -331,6 +331,7 @@ int cmd_remote(int argc, char **argv)
 	rc = redis_start_cluster(&srv, dir, CMD) < 0 || measure(&o, &srv, dir, rows) < 0;
 	redis_stop(&srv, CMD);
 	scratch_remove(dir, CMD);
+	free(dir);
 	if (rc)
 		return EXIT_ERR;
 	if (o.json)
