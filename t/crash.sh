@@ -37,6 +37,7 @@
 #   *_BUDGET  seconds; trials not started by then are skipped (default 150
 #             crash, 90 torture, 100 hosts)
 #   *_VERBOSE set to 1 to show every trial's evidence
+#   *_JOBS    trials run at once (default 2)
 # A long run by hand, for an hour:
 #   TORTURE_TRIALS=100000 TORTURE_BUDGET=3600 sh t/torture.sh
 #   HOSTS_TRIALS=100000 HOSTS_BUDGET=3600 sh t/hostcrash.sh
@@ -84,6 +85,7 @@ else
 fi
 first=$(setting FIRST 0)
 verbose=$(setting VERBOSE 0)
+jobs=$(setting JOBS 2)
 pass=0
 fail=0
 
@@ -120,6 +122,53 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
 unset MARUKV_POOL MARUKV_NODE
 
+# args I: trial I's seed (s); --hosts: the emulator's environment for
+# it (envarg) and as a rerun gives it, for an empty directory EMU (hint),
+# the trial's shape (drvarg) and noise.
+args() {
+	s=$(printf '%#x' $((seed + $1)))
+	envarg=
+	hint=
+	if [ "$mode" = hosts ]; then
+		# a sanitized build: its runtime is not the first library then
+		rest="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+		rest="HOSTEMU_HOST=x $rest"
+		[ $(($1 % 4)) -ge 2 ] && rest="$rest HOSTEMU_NOISE=20 HOSTEMU_SEED=$s"
+		envarg="LD_PRELOAD=$shim HOSTEMU_DIR=$tmp/e$1 HOSTEMU_POOL=$tmp/t$1/pool $rest"
+		hint="LD_PRELOAD=$shim HOSTEMU_DIR=EMU HOSTEMU_POOL=DIR/pool $rest "
+		drvarg=--hosts
+		[ $(($1 % 2)) -eq 1 ] && drvarg="--hosts --torture"
+	fi
+}
+# trial I: run trial I, its output in $tmp/trialI.out, its status in
+# $tmp/trialI.rc; report I: its line, and its counts into $tmp/stats.
+trial() {
+	args "$1"
+	[ "$mode" = hosts ] && { mkdir "$tmp/e$1" || exit 99; }
+	# shellcheck disable=SC2086
+	$tmo env $envarg "$drv" --seed "$s" --dir "$tmp/t$1" $drvarg $gcarg >"$tmp/trial$1.out" 2>&1
+	echo $? >"$tmp/trial$1.rc"
+	rm -rf "$tmp/t$1" "$tmp/e$1"
+}
+report() {
+	args "$1"
+	out=$tmp/trial$1.out
+	rc=$(cat "$tmp/trial$1.rc" 2>/dev/null || echo 99)
+	summary=$(sed -n 's/^summary: //p' "$out")
+	sed -n 's/^stats: //p' "$out" | tr ' ' '\n' >>"$tmp/stats"
+	if [ "$rc" -eq 0 ]; then
+		ok "trial $1: ${summary:-no summary}"
+		[ "$verbose" = 1 ] && show "$out"
+	else
+		not_ok "trial $1 (exit $rc; rerun: ${VAR}_FIRST=$1 ${VAR}_TRIALS=1, or" \
+			"${hint}t/crashdrv --seed $s --dir DIR $drvarg" \
+			"--gc utils/marukv-gc):" "${summary:-no summary}"
+		show "$out"
+	fi
+}
+
+# The trials run $jobs at a time: each spends most of its time waiting
+# (for lease periods, timeouts, the processes it stopped), not computing.
 start=$(date +%s)
 skipped=0
 : >"$tmp/stats"
@@ -132,39 +181,19 @@ while [ "$i" -lt "$last" ]; do
 		echo "# time budget of $budget s spent: $skipped trials not run"
 		break
 	fi
-	s=$(printf '%#x' $((seed + i)))
-	out=$tmp/trial$i.out
-	# --hosts: the emulator's environment (and as a rerun gives it, for an
-	# empty directory EMU), the trial's shape and noise
-	envarg=
-	hint=
-	if [ "$mode" = hosts ]; then
-		mkdir "$tmp/e$i" || exit 99
-		# a sanitized build: its runtime is not the first library then
-		rest="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-		rest="HOSTEMU_HOST=x $rest"
-		[ $((i % 4)) -ge 2 ] && rest="$rest HOSTEMU_NOISE=20 HOSTEMU_SEED=$s"
-		envarg="LD_PRELOAD=$shim HOSTEMU_DIR=$tmp/e$i HOSTEMU_POOL=$tmp/t$i/pool $rest"
-		hint="LD_PRELOAD=$shim HOSTEMU_DIR=EMU HOSTEMU_POOL=DIR/pool $rest "
-		drvarg=--hosts
-		[ $((i % 2)) -eq 1 ] && drvarg="--hosts --torture"
-	fi
-	# shellcheck disable=SC2086
-	$tmo env $envarg "$drv" --seed "$s" --dir "$tmp/t$i" $drvarg $gcarg >"$out" 2>&1
-	rc=$?
-	summary=$(sed -n 's/^summary: //p' "$out")
-	sed -n 's/^stats: //p' "$out" | tr ' ' '\n' >>"$tmp/stats"
-	if [ "$rc" -eq 0 ]; then
-		ok "trial $i: ${summary:-no summary}"
-		[ "$verbose" = 1 ] && show "$out"
-	else
-		not_ok "trial $i (exit $rc; rerun: ${VAR}_FIRST=$i ${VAR}_TRIALS=1, or" \
-			"${hint}t/crashdrv --seed $s --dir DIR $drvarg" \
-			"--gc utils/marukv-gc):" "${summary:-no summary}"
-		show "$out"
-	fi
-	rm -rf "$tmp/t$i" "$tmp/e$i"
-	i=$((i + 1))
+	j=$i
+	pids=
+	while [ "$j" -lt "$last" ] && [ "$j" -lt $((i + jobs)) ]; do
+		trial "$j" &
+		pids="$pids $!"
+		j=$((j + 1))
+	done
+	# shellcheck disable=SC2086 # a list of pids
+	wait $pids
+	while [ "$i" -lt "$j" ]; do
+		report "$i"
+		i=$((i + 1))
+	done
 done
 
 # the counts of every trial, added up by name

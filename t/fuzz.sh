@@ -18,7 +18,8 @@
 # undefined in a scratch directory under $TMPDIR, from its own file and
 # the sources the table below gives it; its corpus is copied there, since
 # libFuzzer adds what it finds to it: nothing is written to the source
-# tree.  Targets run one after the other (libFuzzer uses one core each).
+# tree.  The library's sources are compiled once for the targets that
+# build it in.  Targets run two at a time (libFuzzer uses one core each).
 # A crash, a failed check (abort), a leak, an input running for more than
 # 10 s or using more than 2 GiB fails the target; its scratch directory
 # (the binary, the input that failed, the log) is kept and named.
@@ -47,7 +48,7 @@ if [ -z "$FUZZ_LIB_SOURCES" ]; then
 	echo "fuzz: FUZZ_LIB_SOURCES is empty: run it as make fuzz" >&2
 	exit 99
 fi
-lib="$FUZZ_LIB_SOURCES -- -llmdb -lpmem2 -ldaxctl -lxxhash -lhiredis -lpthread"
+lib="@lib -- -llmdb -lpmem2 -ldaxctl -lxxhash -lhiredis -lpthread"
 targets="
 json_string  utils/json.c
 gc_args      utils/gc-args.c t/fuzz/fuzz_argv.c
@@ -104,6 +105,18 @@ if ! "$CLANG" -fsanitize=fuzzer,address,undefined -o "$scratch/probe" "$scratch/
 	skip "$CLANG cannot link -fsanitize=fuzzer (Debian: libclang-rt-14-dev)"
 fi
 
+# lib: the library's sources compiled once, two at a time, into
+# $scratch/lib, for the targets that build it in ("@lib" in the table).
+lib() {
+	mkdir "$scratch/lib" || return 1
+	export CLANG cflags scratch srcdir
+	# shellcheck disable=SC2016,SC2086 # the script is xargs', a word list
+	printf '%s\n' $FUZZ_LIB_SOURCES | xargs -P 2 -n 1 sh -c '
+		o=$scratch/lib/$(basename "$1" .c).o
+		$CLANG $cflags -c -o "$o" "$srcdir/$1" >"$o.log" 2>&1 ||
+			{ cat "$o.log"; exit 255; }' sh >"$scratch/lib/build.log" 2>&1
+}
+
 # build NAME: t/fuzz/NAME.c and its sources into $scratch/NAME/NAME.
 build() {
 	line=$(echo "$targets" | sed -n "s/^$1 //p")
@@ -112,7 +125,10 @@ build() {
 	case $line in *--*) libs=${line#*--} ;; esac
 	files=$srcdir/t/fuzz/$1.c
 	for s in $srcs; do
-		files="$files $srcdir/$s"
+		case $s in
+		@lib) files="$files $scratch/lib/*.o" ;;
+		*) files="$files $srcdir/$s" ;;
+		esac
 	done
 	mkdir -p "$scratch/$1" || return 1
 	# shellcheck disable=SC2086 # word lists
@@ -154,7 +170,16 @@ run() {
 	return 1
 }
 
-failed=0
+needlib=
+for t in $FUZZ_TARGETS; do
+	echo "$targets" | sed -n "s/^$t //p" | grep -q @lib && needlib=1
+done
+if [ -n "$needlib" ] && ! lib; then
+	sed 's/^/#   /' "$scratch/lib/build.log"
+	echo "fuzz: the library does not build"
+	keep=1
+	exit 99
+fi
 for t in $FUZZ_TARGETS; do
 	if ! build "$t"; then
 		sed 's/^/#   /' "$scratch/$t/build.log"
@@ -163,8 +188,26 @@ for t in $FUZZ_TARGETS; do
 		exit 99
 	fi
 done
-for t in $FUZZ_TARGETS; do
-	run "$t" || { failed=1; keep=1; }
+# Two targets at a time, libFuzzer taking one core each; their lines in order.
+failed=0
+# shellcheck disable=SC2086 # a word list
+set -- $FUZZ_TARGETS
+while [ $# -gt 0 ]; do
+	run "$1" >"$scratch/$1.result" &
+	p1=$!
+	p2=
+	if [ $# -gt 1 ]; then
+		run "$2" >"$scratch/$2.result" &
+		p2=$!
+	fi
+	wait "$p1" || { failed=1; keep=1; }
+	cat "$scratch/$1.result"
+	if [ -n "$p2" ]; then
+		wait "$p2" || { failed=1; keep=1; }
+		cat "$scratch/$2.result"
+		shift
+	fi
+	shift
 done
 [ "$failed" -eq 0 ] || echo "fuzz: a target failed; its directory is kept under $scratch"
 exit "$failed"

@@ -15,9 +15,10 @@
 # if fewer than PCT percent of the sites were caught (by default: if any
 # was missed), 99 if a suite fails twice with every site in place.
 #
-# Usage: t/mutations.sh [-f FILE] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
+# Usage: t/mutations.sh [-f FILE] [-j JOBS] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]
 #   -f FILE     only the sites listed in FILE, one a line ("src/lease.c:500"),
 #               of those the suites reach (default: all they reach)
+#   -j JOBS     sites judged at once (default 2)
 #   -m PCT      the share of sites that must be caught (default 100)
 #   -n COUNT    only COUNT sites, a sample chosen by SEED (default: all)
 #   -s SEED     the sample's seed (default 1): the same seed, the same sites
@@ -29,10 +30,10 @@
 #               suites first)
 #
 # make check-mutations runs every site through the three suites (opt-in:
-# up to two hours on two cores; two -f lists run side by side take about
-# half).  make check-mutations-short, part of make check-all, runs a
-# seeded sample of sites through t/check_sites alone (MUT_COUNT and
-# MUT_SEED choose it; about a quarter of an hour on two cores) and fails
+# about an hour on two cores, two sites at a time).  make
+# check-mutations-short, part of make check-all, runs a seeded sample of
+# sites through t/check_sites alone, four at a time (MUT_COUNT and
+# MUT_SEED choose it; about two minutes on two cores) and fails
 # if fewer than MUT_MIN percent of them are caught: a floor under which
 # the emulator or the suite has gone lenient, while not every site is
 # caught yet.
@@ -44,18 +45,20 @@ top_builddir=${top_builddir:-.}
 # short, and the runs with every site in place show it is enough.
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-0.25}
 count=0
+jobs=2
 only=
 seed=1
 limit=600
 min=100
-while getopts f:m:n:s:t: opt; do
+while getopts f:j:m:n:s:t: opt; do
 	case $opt in
 	f) only=$OPTARG ;;
+	j) jobs=$OPTARG ;;
 	m) min=$OPTARG ;;
 	n) count=$OPTARG ;;
 	s) seed=$OPTARG ;;
 	t) limit=$OPTARG ;;
-	*) echo "usage: $0 [-f FILE] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2
+	*) echo "usage: $0 [-f FILE] [-j JOBS] [-m PCT] [-n COUNT] [-s SEED] [-t SECONDS] [SUITE...]" >&2
 	   exit 99 ;;
 	esac
 done
@@ -106,20 +109,18 @@ if [ "$count" -gt 0 ]; then
 	mv "$scratch/pick" "$scratch/all"
 fi
 
-caught=0
-missed=0
-while read -r site; do
-	verdict=missed
-	start=$SECONDS
-	n=0
-	for suite in "$@"; do
+# judge SITE DIR: run the suites that reach SITE with it left out, in
+# DIR; its line ("caught ..." or "missed ...") into DIR/verdict.
+judge() {
+	local site=$1 dir=$2 verdict=missed start=$SECONDS n=0 suite try rc failed
+	for suite in "${suites[@]}"; do
 		n=$((n + 1))
 		grep -qxF "$site" "$scratch/$n.sites" || continue
 		# a failure is confirmed by a second run: a suite that fails now
 		# and then under load must not pass for a catch
 		for try in 1 2; do
 			HOSTEMU_SKIP=$site timeout "${suite_limit[$n]}" "$top_builddir/$suite" \
-				>"$scratch/run$try.log" 2>&1
+				>"$dir/run$try.log" 2>&1
 			rc=$?
 			[ "$rc" -ne 0 ] || break
 		done
@@ -130,7 +131,7 @@ while read -r site; do
 		fi
 		# the test cases that failed both times (Check's "F:" and "E:"
 		# lines): none in common is two flukes, no catch
-		failed=$(cat "$scratch/run1.log" "$scratch/run2.log" |
+		failed=$(cat "$dir/run1.log" "$dir/run2.log" |
 			sed -n 's/^[^:]*:[0-9]*:[FE]:[^:]*:\([^:]*\):.*/\1/p' | sort | uniq -d |
 			tr '\n' ' ')
 		if [ -n "$failed" ]; then
@@ -139,12 +140,31 @@ while read -r site; do
 		fi
 	done
 	if [ "$verdict" = missed ]; then
-		echo "missed $site [$((SECONDS - start)) s]"
-		missed=$((missed + 1))
+		echo "missed $site [$((SECONDS - start)) s]" >"$dir/verdict"
 	else
-		echo "caught $site $verdict [$((SECONDS - start)) s]"
-		caught=$((caught + 1))
+		echo "caught $site $verdict [$((SECONDS - start)) s]" >"$dir/verdict"
 	fi
+}
+
+# The sites are judged $jobs at a time: a suite's run spends most of its
+# time waiting for the emulated hosts' periods and timeouts.
+suites=("$@")
+i=0
+while read -r site; do
+	i=$((i + 1))
+	mkdir "$scratch/site$i" || exit 99
+	judge "$site" "$scratch/site$i" </dev/null &
+	[ "$(jobs -rp | wc -l)" -lt "$jobs" ] || wait -n
 done <"$scratch/all"
+wait
+caught=0
+missed=0
+for ((k = 1; k <= i; k++)); do
+	cat "$scratch/site$k/verdict"
+	case $(cat "$scratch/site$k/verdict") in
+	caught*) caught=$((caught + 1)) ;;
+	*) missed=$((missed + 1)) ;;
+	esac
+done
 echo "mutations: $caught of $((caught + missed)) sites caught, $missed missed"
 [ $((caught * 100)) -ge $((min * (caught + missed))) ]

@@ -60,6 +60,9 @@ command -v timeout >/dev/null 2>&1 && limit="timeout 120"
 # verify NAME FLAGS...: generate, build and run the verifier for the model
 # with the given spin preprocessor flags, in $tmp/NAME; output in
 # $tmp/NAME/out.  Status: that of pan (or 99 when it could not be built).
+# The verifier is compiled with $opt, -O0 unless set: most runs take less
+# time than cc -O2 takes to compile pan.c (about 2 s); the large ones set
+# -O2, which runs them twice as fast.
 verify() {
 	name=$1
 	shift
@@ -67,7 +70,7 @@ verify() {
 	(
 		cd "$tmp/$name" || exit 99
 		spin "$@" -a "$model" >gen.log 2>&1 || { cat gen.log >out; exit 99; }
-		cc -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=$memlim -o pan pan.c >cc.log 2>&1 ||
+		cc "${opt:--O0}" -DSAFETY -DCOLLAPSE -DMEMLIM=$memlim -o pan pan.c >cc.log 2>&1 ||
 			{ cat gen.log cc.log >out; exit 99; }
 		# -E: a node blocked at a model bound (GMAX, NMAX) is no deadlock.
 		$limit ./pan -E -m20000 >out 2>&1
@@ -106,11 +109,25 @@ expect_fail() {
 	fi
 }
 
-# The two largest runs in the background, one per core; the rest meanwhile.
-verify n3 -DN=3 -DGMAX=2 -DCRASHES=0 &
-pid_n3=$!
-verify n2p -DN=2 -DPAUSES=1 -DCRASHES=0 &
-pid_n2p=$!
+# Every run first, then every check of its outcome.  The five large
+# runs, optimized, go in two lanes in the background (about 35 s each on
+# this machine's cores); the small ones run meanwhile.
+(
+	opt=-O2
+	verify n3 -DN=3 -DGMAX=2 -DCRASHES=0
+	model=$split
+	verify split3 -DN=3
+) &
+lane1=$!
+(
+	opt=-O2
+	verify n2p -DN=2 -DPAUSES=1 -DCRASHES=0
+	model=$regsnap
+	verify regsnap2 -DR=2 -DNOISE=0
+	verify regsnap1 -DR=1
+) &
+lane2=$!
+
 verify n2 -DN=2
 verify n3c -DN=3 -DGMAX=1
 verify no_choosing -DN=2 -DCRASHES=0 -DBROKEN_NO_CHOOSING
@@ -118,8 +135,39 @@ verify no_recheck -DN=2 -DBROKEN_NO_RECHECK
 verify no_fence -DN=2 -DPAUSES=1 -DCRASHES=0 -DBROKEN_NO_FENCE \
 	-DSKIP_P4
 verify gen_fence -DN=2 -DPAUSES=1 -DCRASHES=0 -DGEN_ONLY_FENCE
-wait $pid_n3
-wait $pid_n2p
+
+# The write window: the protocol holds with caches that evict on their
+# own; each step left out breaks it.
+model=$window
+verify window
+for m in CHECK_FIRST NO_WB_WIN NO_INVAL_REC NO_WB_REC NO_INVAL_WIN; do
+	verify "window_$m" "-DBROKEN_$m"
+done
+
+# Registry snapshots between hosts: no reader reads a snapshot whose pages
+# LMDB may have reused; each step left out breaks it.
+model=$regsnap
+for m in NO_RECHECK NO_WB_SNAP NO_INVAL_SNAP NO_INVAL_NEWEST NO_WAIT; do
+	verify "regsnap_$m" -DR=1 "-DBROKEN_$m"
+done
+
+# Node entries taken between hosts: at most one node through a splitter;
+# each step left out breaks it.
+model=$split
+verify split1 -DN=1
+for m in NO_DOOR2 NO_RACE NO_WB_RACE NO_INVAL_RACE; do
+	verify "split_$m" -DN=2 "-DBROKEN_$m"
+done
+
+# A record of the registry's page log read while it is rewritten.
+model=$wlog
+verify wlog
+for m in NO_WB_ZERO NO_INVAL_RANGES NO_RECHECK NO_INVAL_AGAIN; do
+	verify "wlog_$m" "-DBROKEN_$m"
+done
+
+wait $lane1
+wait $lane2
 
 expect_pass n2 "2 nodes, 1 crash, generations 1-3: P1-P4 hold"
 expect_pass n3 "3 nodes, no crash, generations 1-2: P1-P4 hold"
@@ -134,13 +182,6 @@ expect_fail no_fence "mutant without the fence on commit breaks P3" \
 expect_fail gen_fence "mutant with the brief's generation-only fence breaks P4 (split brain)" \
 	'violated *!(superseded\['
 
-# The write window: the protocol holds with caches that evict on their
-# own; each step left out breaks it.
-model=$window
-verify window
-for m in CHECK_FIRST NO_WB_WIN NO_INVAL_REC NO_WB_REC NO_INVAL_WIN; do
-	verify "window_$m" "-DBROKEN_$m"
-done
 expect_pass window "write window, two holders on two hosts, noisy caches: never both writing"
 expect_fail window_CHECK_FIRST "mutant that reads the record before announcing breaks it" \
 	'assertion violated (writing<=1)'
@@ -153,14 +194,6 @@ expect_fail window_NO_WB_REC "mutant whose new holder does not write the record 
 expect_fail window_NO_INVAL_WIN "mutant whose new holder reads the window from its cache breaks it" \
 	'assertion violated (writing<=1)'
 
-# Registry snapshots between hosts: no reader reads a snapshot whose pages
-# LMDB may have reused; each step left out breaks it.
-model=$regsnap
-verify regsnap1 -DR=1
-verify regsnap2 -DR=2 -DNOISE=0
-for m in NO_RECHECK NO_WB_SNAP NO_INVAL_SNAP NO_INVAL_NEWEST NO_WAIT; do
-	verify "regsnap_$m" -DR=1 "-DBROKEN_$m"
-done
 expect_pass regsnap1 "registry snapshots, a reader, two holders in turn, noisy caches: none reused under a read"
 expect_pass regsnap2 "registry snapshots, two readers, two holders in turn: none reused under a read"
 expect_fail regsnap_NO_RECHECK "mutant whose reader does not check the newest snapshot again breaks it" \
@@ -174,14 +207,6 @@ expect_fail regsnap_NO_INVAL_NEWEST "mutant whose reader checks newest in its ca
 expect_fail regsnap_NO_WAIT "mutant whose new holder does not wait for readers breaks it" \
 	'assertion violated (t>=reused_below)'
 
-# Node entries taken between hosts: at most one node through a splitter;
-# each step left out breaks it.
-model=$split
-verify split3 -DN=3
-verify split1 -DN=1
-for m in NO_DOOR2 NO_RACE NO_WB_RACE NO_INVAL_RACE; do
-	verify "split_$m" -DN=2 "-DBROKEN_$m"
-done
 expect_pass split3 "node entry splitter, three hosts, noisy caches: at most one takes the entry"
 expect_pass split1 "node entry splitter, one host alone: it takes the entry"
 expect_fail split_NO_DOOR2 "mutant without the second look at the door breaks it" \
@@ -193,11 +218,6 @@ expect_fail split_NO_WB_RACE "mutant that does not write race back breaks it" \
 expect_fail split_NO_INVAL_RACE "mutant that reads race from its cache breaks it" \
 	'assertion violated (won<=1)'
 
-model=$wlog
-verify wlog
-for m in NO_WB_ZERO NO_INVAL_RANGES NO_RECHECK NO_INVAL_AGAIN; do
-	verify "wlog_$m" "-DBROKEN_$m"
-done
 expect_pass wlog "page log record rewritten while read on another host, noisy caches: a reader uses its commit's pages or none"
 expect_fail wlog_NO_WB_ZERO "mutant whose holder does not write the cleared txn back first breaks it" \
 	'assertion violated (r==1)'
