@@ -1076,6 +1076,18 @@ check "README's second line is .ci/run's command" \
 apt_list() { sed -n "${1}s/.*apt-get install -y \([^&]*\) && .*/\1/p" "$top_srcdir/README"; }
 check "README's two commands install the same packages, clang's fuzzer runtime included" \
 	test "$(apt_list 1)" = "$(apt_list 2)" -a -n "$(apt_list 1 | grep -w libclang-rt-14-dev)"
+# am_list VAR: the words of Makefile.am's variable VAR, its += lines too, one a line.
+am_list() {
+	awk -v v="$1" '$1 == v && ($2 == "=" || $2 == "+=") { on = 1; $1 = $2 = "" }
+		on { c = sub(/\\$/, ""); print; on = c }' "$top_srcdir/Makefile.am" |
+		tr ' \t' '\n\n' | grep -v '^$' | sort
+}
+# TESTS lists the suites in the order they start: none may be left out.
+am_list TESTS >"$tmp/am-tests"
+am_list check_suites >"$tmp/am-suites"
+check "every Check suite is in TESTS, and every suite of the non-coherent pass" \
+	test -z "$(comm -23 "$tmp/am-suites" "$tmp/am-tests")$(am_list NONCOHERENT_TESTS |
+		comm -23 - "$tmp/am-suites")" -a -s "$tmp/am-suites"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
