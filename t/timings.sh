@@ -5,7 +5,8 @@
 #
 # Reads lines "STAGE SECONDS NAME" (t/timed-driver writes one per test run)
 # on standard input and prints them as a table sorted by time, the slowest
-# first, then the sum of each stage's tests.  With N, only the N slowest
+# first, then the sum of each stage's tests (more than its wall
+# time where tests run two at a time).  With N, only the N slowest
 # rows are listed (the sums still count every row).
 set -u
 top=${1:-0}
@@ -17,6 +18,8 @@ END {
 	for (i = 1; i <= n; i++)
 		printf "%9.1f  %-14s %s\n", secs[i], stage[i], name[i] | cmd
 	close(cmd)
+	cmd = "sort -k1,1nr"
 	for (s in sum)
-		printf "%9.1f  %-14s the sum of its %d tests (they run two at a time)\n", sum[s], s, cnt[s]
+		printf "%9.1f  %-14s the sum of its %d tests\n", sum[s], s, cnt[s] | cmd
+	close(cmd)
 }' | awk -v top="$top" 'NR == 1 || top == 0 || NR <= top + 1 || /the sum of its/'
