@@ -33,7 +33,7 @@
 # about an hour on two cores, two sites at a time).  make
 # check-mutations-short, part of make check-all, runs a seeded sample of
 # sites through t/check_sites alone, four at a time (MUT_COUNT and
-# MUT_SEED choose it; about two minutes on two cores) and fails
+# MUT_SEED choose it; about three minutes on two cores) and fails
 # if fewer than MUT_MIN percent of them are caught: a floor under which
 # the emulator or the suite has gone lenient, while not every site is
 # caught yet.
