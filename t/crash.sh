@@ -37,7 +37,7 @@
 #   *_BUDGET  seconds; trials not started by then are skipped (default 150
 #             crash, 90 torture, 100 hosts)
 #   *_VERBOSE set to 1 to show every trial's evidence
-#   *_JOBS    trials run at once (default 3, hosts 2)
+#   *_JOBS    trials run at once (default 3, hosts 1)
 # A long run by hand, for an hour:
 #   TORTURE_TRIALS=100000 TORTURE_BUDGET=3600 sh t/torture.sh
 #   HOSTS_TRIALS=100000 HOSTS_BUDGET=3600 sh t/hostcrash.sh
@@ -85,10 +85,12 @@ else
 fi
 first=$(setting FIRST 0)
 verbose=$(setting VERBOSE 0)
-# across hosts two at a time: the emulator's processes compute more, and a
-# client starved of the cores past the client timeout (2 s) is judged dead
+# across hosts one at a time: the emulator's processes compute more, and
+# with two or three at once beside the other tests a client now and then
+# was judged dead though no trial had stopped it (the client timeout there
+# is 2 s)
 if [ "$mode" = hosts ]; then
-	jobs=$(setting JOBS 2)
+	jobs=$(setting JOBS 1)
 else
 	jobs=$(setting JOBS 3)
 fi
