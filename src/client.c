@@ -286,12 +286,25 @@ mkv_client_alive(const struct mkv_pool *p)
  * The checks every call on a handle makes first: a handle, not one
  * inherited across fork(), whose client still holds its slot.
  */
+/*
+ * MKV_E_EXPIRED, saying how the claim was lost: `owner` and `revoked` are
+ * the slot's words as the check found them.
+ */
 static int
-expired(const struct mkv_pool *p, const char *fn)
+expired(const struct mkv_pool *p, const char *fn, uint64_t owner, uint32_t revoked)
 {
+	char how[96];
+
+	if (owner == mkv_client_owner(p) && revoked == p->incarnation)
+		snprintf(how, sizeof(how), "the lease holder revoked its claim on slot %u", p->slot);
+	else if (MKV_SLOT_PID(owner) == 0)
+		snprintf(how, sizeof(how), "slot %u was given up", p->slot);
+	else
+		snprintf(how, sizeof(how), "slot %u is claimed by pid %u now", p->slot,
+				MKV_SLOT_PID(owner));
 	return mkv_err(MKV_E_EXPIRED,
-			"%s: pool %s: this handle's client was judged dead and lost its slot (paused longer than the client timeout?); its views may have changed: close the handle and open the pool again",
-			fn, p->path);
+			"%s: pool %s: this handle's client was judged dead and lost its slot (%s; paused longer than the client timeout?); its views may have changed: close the handle and open the pool again",
+			fn, p->path, how);
 }
 
 int
@@ -300,7 +313,8 @@ mkv_client_check(const struct mkv_pool *p, const char *fn)
 	int rc = mkv_client_usable(p, fn);
 
 	if (!rc && !mkv_client_known(p) && !mkv_client_alive(p))
-		rc = expired(p, fn);
+		rc = expired(p, fn, mkv_share_load(p, &p->slots[p->slot].owner),
+				mkv_share_load(p, &p->slots[p->slot].revoked));
 	return rc;
 }
 
@@ -335,7 +349,8 @@ mkv_client_check_fresh(const struct mkv_pool *p, const char *fn)
 	mkv_share_inval_n(p, lines, 2, sizeof(uint64_t));
 	if (__atomic_load_n(&s->owner, __ATOMIC_SEQ_CST) != owner ||
 	    __atomic_load_n(&s->revoked, __ATOMIC_SEQ_CST) == MKV_SLOT_INC(owner))
-		return expired(p, fn);
+		return expired(p, fn, __atomic_load_n(&s->owner, __ATOMIC_SEQ_CST),
+				__atomic_load_n(&s->revoked, __ATOMIC_SEQ_CST));
 	return 0;
 }
 

@@ -550,6 +550,9 @@ START_TEST(test_paused_reader_of_another_node_expires)
 			"then mkv_get = %d, mkv_put = %d, mkv_exists = %d; all should be "
 			"MKV_E_EXPIRED = %d", res.off == -1 ? "still intact" : "changed",
 			res.rel_rc, res.msg, res.get_rc, res.put_rc, res.exists_rc, MKV_E_EXPIRED);
+	/* and the message says how the claim went */
+	ck_assert_msg(strstr(res.msg, "the lease holder revoked its claim on slot"),
+			"mkv_release's message: \"%s\"", res.msg);
 }
 END_TEST
 

@@ -213,6 +213,9 @@ cd_log(enum mkv_log_level level, const char *msg, void *arg)
 	unsigned long long n;
 
 	(void)arg;
+	/* who took which slot or lease when: the evidence of a trial that fails */
+	if (strstr(msg, "slot") || strstr(msg, "lease"))
+		fprintf(stderr, "# %.3f child %d (pid %d): %s\n", tu_now(), me, (int)getpid(), msg);
 	if (strstr(msg, "lease taken"))
 		__atomic_add_fetch(&sh->lease_taken, 1, __ATOMIC_RELAXED);
 	if (p && sscanf(p, "reclaimed %llu pages", &n) == 1)
@@ -319,7 +322,11 @@ child_open(const char *path, const char *node, struct mkv_pool **pool)
 	cd_phase(PH_OPEN);
 	if (sh->cfg.hosts)
 		open_turn_wait();
+	fprintf(stderr, "# %.3f child %d (pid %d): opens on node %s\n", tu_now(), me,
+			(int)getpid(), node);
 	rc = cd_open(path, (unsigned)sh->ch[me].flags, node, pool);
+	fprintf(stderr, "# %.3f child %d (pid %d): open returned %d\n", tu_now(), me,
+			(int)getpid(), rc);
 	__atomic_store_n(&sh->open_turn, me + 1, __ATOMIC_RELEASE);
 	bad = cd_rc(C_OPEN, rc, path);
 	if (rc < 0)
