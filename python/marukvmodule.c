@@ -1073,6 +1073,8 @@ Pool_publish(PoolObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	}
 	k = (struct mkv_key){ .data = key.buf, .len = (size_t)key.len };
+	/* ours while the GIL is let go, whatever holds the arguments */
+	Py_INCREF(bufobj);
 	call_enter(self);	/* cannot fail: buf_take() found the pool open */
 	Py_BEGIN_ALLOW_THREADS
 	if (parent.obj)
@@ -1082,6 +1084,7 @@ Pool_publish(PoolObject *self, PyObject *args, PyObject *kwargs)
 	Py_END_ALLOW_THREADS
 	call_leave(self);
 	buf_settle(bufobj, &buf);
+	Py_DECREF(bufobj);
 	optkey_release(&parent);
 	PyBuffer_Release(&key);
 	if (rc < 0)
@@ -1089,15 +1092,21 @@ Pool_publish(PoolObject *self, PyObject *args, PyObject *kwargs)
 	Py_RETURN_NONE;
 }
 
+/*
+ * publish_chain(parent, items): every object the call needs is taken, with
+ * a reference, into the call's own arrays before the GIL is dropped; the
+ * caller's list is not looked at again, whatever other threads do to it
+ * meanwhile.
+ */
 static PyObject *
 Pool_publish_chain(PoolObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "parent", "items", NULL };
-	PyObject *parentobj, *itemsobj, *items = NULL, *pairs = NULL;
+	PyObject *parentobj, *itemsobj, *items = NULL, *keys = NULL, **objs = NULL;
 	Py_buffer parent;
 	struct keyset ks = { 0 };
 	struct mkv_buf *bufs = NULL;
-	Py_ssize_t n, taken = 0;
+	Py_ssize_t n = 0, held = 0, taken = 0;
 	PyObject *ret = NULL;
 	int rc;
 
@@ -1106,32 +1115,33 @@ Pool_publish_chain(PoolObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	if (optkey_get(parentobj, &parent) < 0)
 		return NULL;
-	items = PySequence_Fast(itemsobj, "items must be a sequence of (key, buffer) pairs");
-	if (items == NULL)
+	/* a copy, not the caller's list: PySequence_Fast() would return that itself */
+	if ((items = PySequence_Tuple(itemsobj)) == NULL)
 		goto out;
-	n = PySequence_Fast_GET_SIZE(items);
-	/* Split the pairs into a list of keys, for keyset_get(), and the buffers. */
-	if ((pairs = PyList_New(n)) == NULL)
+	n = PyTuple_GET_SIZE(items);
+	keys = PyList_New(n);
+	objs = PyMem_New(PyObject *, n ? n : 1);
+	bufs = PyMem_New(struct mkv_buf, n ? n : 1);
+	if (keys == NULL || objs == NULL || bufs == NULL) {
+		if (!PyErr_Occurred())
+			PyErr_NoMemory();
 		goto out;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *it = PySequence_Fast_GET_ITEM(items, i);
+	}
+	/* the pairs split into the keys, for keyset_get(), and the buffers */
+	for (; held < n; held++) {
+		PyObject *it = PyTuple_GET_ITEM(items, held);
 
 		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
 			PyErr_SetString(PyExc_TypeError, "items must be (key, buffer) pairs");
 			goto out;
 		}
-		Py_INCREF(PyTuple_GET_ITEM(it, 0));
-		PyList_SET_ITEM(pairs, i, PyTuple_GET_ITEM(it, 0));
+		PyList_SET_ITEM(keys, held, Py_NewRef(PyTuple_GET_ITEM(it, 0)));
+		objs[held] = Py_NewRef(PyTuple_GET_ITEM(it, 1));
 	}
-	if (keyset_get(pairs, &ks) < 0)
+	if (keyset_get(keys, &ks) < 0)
 		goto out;
-	if ((bufs = PyMem_New(struct mkv_buf, n ? n : 1)) == NULL) {
-		PyErr_NoMemory();
-		goto out;
-	}
 	for (; taken < n; taken++)
-		if (buf_take(self, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, taken), 1),
-				&bufs[taken]) < 0)
+		if (buf_take(self, objs[taken], &bufs[taken]) < 0)
 			goto out;
 	if (call_enter(self) < 0)
 		goto out;
@@ -1141,7 +1151,7 @@ Pool_publish_chain(PoolObject *self, PyObject *args, PyObject *kwargs)
 	Py_END_ALLOW_THREADS
 	call_leave(self);
 	for (Py_ssize_t i = 0; i < n; i++)
-		buf_settle(PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, i), 1), &bufs[i]);
+		buf_settle(objs[i], &bufs[i]);
 	taken = 0;
 	if (rc < 0)
 		raise_mkv(rc);
@@ -1150,10 +1160,13 @@ Pool_publish_chain(PoolObject *self, PyObject *args, PyObject *kwargs)
 out:
 	/* Buffers marked busy before a failed check go back to the caller. */
 	for (Py_ssize_t i = 0; i < taken; i++)
-		buf_settle(PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(items, i), 1), &bufs[i]);
+		buf_settle(objs[i], &bufs[i]);
+	for (Py_ssize_t i = 0; i < held; i++)
+		Py_DECREF(objs[i]);
+	PyMem_Free(objs);
 	PyMem_Free(bufs);
 	keyset_release(&ks);
-	Py_XDECREF(pairs);
+	Py_XDECREF(keys);
 	Py_XDECREF(items);
 	optkey_release(&parent);
 	return ret;
@@ -1167,6 +1180,7 @@ Pool_abort(PoolObject *self, PyObject *bufobj)
 
 	if (buf_take(self, bufobj, &buf) < 0)
 		return NULL;
+	Py_INCREF(bufobj);
 	call_enter(self);	/* cannot fail: buf_take() found the pool open */
 	Py_BEGIN_ALLOW_THREADS
 	rc = mkv_abort(self->pool, &buf);
@@ -1175,6 +1189,7 @@ Pool_abort(PoolObject *self, PyObject *bufobj)
 	if (rc == 0)
 		memset(&buf, 0, sizeof(buf));
 	buf_settle(bufobj, &buf);
+	Py_DECREF(bufobj);
 	if (rc < 0)
 		return raise_mkv(rc);
 	Py_RETURN_NONE;

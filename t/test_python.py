@@ -246,6 +246,58 @@ def test_chain_rejects_bad_items(pool):
     assert pool.exists(b"k1")
 
 
+RACING_CHAIN = r"""
+import sys, threading
+import marukv
+
+pool = marukv.Pool(sys.argv[1], create=True, data_size=64 << 20, page_size=4096)
+sys.setswitchinterval(1e-6)
+items, stop = [], threading.Event()
+
+
+def mutate():
+    junk = [(b"junk", object())] * 64
+    while not stop.is_set():
+        del items[1:]
+        items[:] = junk
+        items.clear()
+
+
+t = threading.Thread(target=mutate)
+t.start()
+published = 0
+for r in range(300):
+    mine = [(b"r%d-%d" % (r, i), pool.alloc(4096)) for i in range(48)]
+    items[:] = mine
+    try:
+        pool.publish_chain(None, items)
+        published += 1
+    except (TypeError, ValueError):
+        pass
+    for k, b in mine:
+        if not b.consumed:
+            pool.abort(b)
+        elif not pool.exists(k):
+            sys.exit("%r consumed but not published" % k)
+stop.set()
+t.join()
+pool.verify(deep=True)
+print("published", published)
+"""
+
+
+def test_publish_chain_while_another_thread_changes_the_list(pooldir):
+    """publish_chain() takes the items it needs before it lets go of the
+    GIL: another thread emptying and refilling the caller's list meanwhile
+    changes nothing of the call (before, the interpreter crashed: the call
+    read the list again afterwards, past its end or into foreign
+    objects)."""
+    r = subprocess.run([sys.executable, "-c", RACING_CHAIN, pooldir],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr[-2000:])
+    assert r.stdout.startswith("published ")
+
+
 def test_delete(pool):
     pool.put(b"k", b"v")
     pool.delete(b"k")
