@@ -192,6 +192,24 @@ rc=$?
 check "a frame larger than the pool is passed over: exit 1 (got $rc)" json "$tmp/s6.json" \
 	"$rc == 1 and o['too_large'] == 1 and o['imported'] == 5"
 
+# a value one byte longer than the arena, behind a long key: the frame is
+# shorter than arena, key and headers, so it is read, then passed over
+"$py" - "$tmp/edge.mrdn" "$tmp/text.mrdn" <<'EOF'
+import struct, subprocess, sys
+key, value = b"k" * 500, bytes((1 << 20) + 1)
+body = b"MKVB" + struct.pack("<HHQQQ", 1, len(key), len(value), 0, 0) + key + value
+h = subprocess.run(["b3sum", "--length", "16", "--raw", "-"], input=body,
+                   capture_output=True, check=True).stdout
+with open(sys.argv[1], "wb") as f:
+    f.write(b"MRDN" + struct.pack("<IIB3x", 1, len(body), 0) + h + body)
+    f.write(open(sys.argv[2], "rb").read())
+EOF
+"$load" -c --data-size 1m --json "$tmp/s7" <"$tmp/edge.mrdn" >"$tmp/s7.json" 2>"$tmp/s7.err"
+rc=$?
+check "a value just longer than the arena is passed over: exit 1 (got $rc)" json \
+	"$tmp/s7.json" "$rc == 1 and o['too_large'] == 1 and o['imported'] == 5"
+check "... and said" grep -q "offset 0: a value of 1048577 bytes, larger than" "$tmp/s7.err"
+
 # ---- damaged values, a reader that goes away, usage ----------------------------------
 
 cp -r "$tmp/t" "$tmp/u"

@@ -5,7 +5,8 @@
  * In the manner of mdb_load, over the public API only: read each frame's
  * header, then its body into memory (never more than the pool's data
  * arena: a longer frame is read past, not held), and give the frame to
- * mkv_import(), which checks it whole before it allocates.  A key that is
+ * mkv_import(), which checks it whole before it allocates; a value longer
+ * than the arena, which no import could place, is passed over as well.  A key that is
  * there already is counted, not an error.  A frame refused for its
  * checksum or body is reported with its offset in the stream and stops
  * the load, or with --skip-corrupt is stepped over; a header that is not
@@ -239,6 +240,15 @@ static int load(struct mkv_pool *pool, const struct load_opts *o, uint64_t arena
 		if (got < 0 || (uint64_t)got < body) {
 			rc = cut_short(n, got);
 			break;
+		}
+		/* a value no pool of this arena could hold, its key however short */
+		if (mkv_frame_parse(buf, (size_t)f.frame_len, &f) == 0 && f.vlen > arena) {
+			fprintf(stderr, PROG ": offset %" PRIu64 ": a value of %zu bytes, larger "
+				"than the pool's data arena; passed over\n", n->offset, f.vlen);
+			n->too_large++;
+			n->offset += f.frame_len;
+			rc = EXIT_SOME;
+			continue;
 		}
 		irc = mkv_import(pool, buf, (size_t)f.frame_len, NULL);
 		if (irc == 0 || irc == MKV_E_EXISTS) {
