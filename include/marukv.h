@@ -335,8 +335,9 @@ MKV_EXPORT int mkv_opts_set_watermarks(struct mkv_opts *opts, unsigned low_pct,
 MKV_EXPORT int mkv_opts_set_max_nodes(struct mkv_opts *opts, uint32_t n);
 /**
  * Share the pool with the members of group @p gid (creation parameter):
- * its directory is created mode 02770 and its files 0660, all of that
- * group.  Without it (the default) the directory is 0700 and the files
+ * its directory is created mode 0750 and its files 0660, all of that
+ * group (members use the pool's files; only its owner adds or removes
+ * any).  Without it (the default) the directory is 0700 and the files
  * 0600: only their owner (and root) can open the pool.  The umask does
  * not apply.  The creating process must be a member of the group (or
  * root), else creation fails with MKV_E_PERM.  Errors: MKV_E_INVAL.
