@@ -828,11 +828,13 @@ struct mkv_remote {
 	/** "host:port[,host:port...]", up to 16 nodes of the cluster to ask
 	 *  for its slot map; "" (or all zero): no tier */
 	char servers[MKV_REMOTE_SERVERS_MAX + 1];
-	/** Redis keys are this prefix followed by the pool's key bytes */
+	/** Redis keys are this prefix, a NUL byte, then the pool's key bytes
+	 *  (marukv(7), REMOTE TIER) */
 	char prefix[MKV_REMOTE_PREFIX_MAX + 1];
 	uint32_t ttl_s;      /**< spilled frames expire after this; 0: never */
 	uint32_t queue_mib;  /**< bound on evicted bytes waiting to spill; 0: 64 */
-	uint32_t timeout_ms; /**< bound on each exchange with a node; 0: 1000 */
+	uint32_t timeout_ms; /**< bound on each command to the cluster, from its
+	                          start to its whole reply; 0: 1000 */
 	uint32_t tier;       /**< the tier label spilled frames carry, 0 to 255 */
 };
 /**
@@ -852,10 +854,13 @@ MKV_EXPORT int mkv_remote_get(struct mkv_pool *pool, struct mkv_remote *r);
  * Bring @p key into the pool from the remote tier: fetch its frame, check
  * it (mkv_frame_parse(), and that it holds @p key) and import it.  0 if the
  * key is in the pool afterwards, already or now; a round trip to a node
- * only if it was not.
+ * only if it was not.  The cluster's part ends within the tier's
+ * timeout, whatever its nodes do; fetches of one handle are made one at a
+ * time, so one may first wait for another's.
  * Errors: MKV_E_NOTFOUND (no tier, or no frame of the key in it),
- * MKV_E_REMOTE (the node did not answer within the tier's timeout, or
- * answered an error), the errors of mkv_frame_parse() for a frame
+ * MKV_E_REMOTE (the cluster did not answer within the tier's timeout,
+ * answered an error, or announced a reply longer than the largest frame
+ * the pool could import), the errors of mkv_frame_parse() for a frame
  * refused (MKV_E_FRAME_BODY also for a frame of another key), and those
  * of mkv_import(); nothing is imported on any error.
  */

@@ -173,6 +173,7 @@ struct mkv_remote_rt {
 	pthread_mutex_t fetch_lock;  /* fetch_rc, used by one mkv_fetch() at a time */
 	struct mkv_rc *fetch_rc;
 	uint64_t fetch_gen;       /* the setting fetch_rc was made for */
+	int stop_fd;              /* an eventfd, written at close: the spill in flight gives up */
 };
 
 struct mkv_pool {

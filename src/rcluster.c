@@ -24,21 +24,30 @@
  * At most RC_REDIRECTS redirects per command, so that nodes which
  * disagree cannot send a command round for ever.
  *
- * Time: each connect, send and reply waits at most the timeout (hiredis's
- * connect timeout, then the socket's SO_SNDTIMEO and SO_RCVTIMEO); a
- * command makes a bounded number of them (the map's nodes, one redo, the
- * redirects).
+ * Time: a command ends by one deadline, the timeout after it began:
+ * every connect, send and wait for a reply in it (redirects, retries and
+ * map refreshes included) waits only for what is left of it, in poll(),
+ * which also watches the handle's cancel descriptor (mkv_rc_watch()).  A
+ * map refresh asks at most RC_REFRESH_ASK nodes.
+ *
+ * Memory: hiredis parses a reply only once it is whole.  Until then the
+ * bytes are gathered here, and scanned as they come (scan()): a reply
+ * longer than the command allows (a GET's value longer than the caller's
+ * limit, a map of more than RC_MAP_MAX bytes, a line that never ends) is
+ * refused as soon as its header says so, before its bytes are read.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
@@ -56,11 +65,21 @@
 #define RC_RETRY_NS 20000000ULL
 /* iovecs per sendmsg(), well under IOV_MAX */
 #define RC_BATCH 64U
+/* nodes one map refresh asks, at most */
+#define RC_REFRESH_ASK 3U
+/* the longest reply to CLUSTER SLOTS, and to SET, DEL and ASKING */
+#define RC_MAP_MAX (4U << 20)
+#define RC_SHORT_MAX 4096U
+/* a status, error or integer line, and nesting, at most (hiredis: 7 levels) */
+#define RC_LINE_MAX 4096U
+#define RC_DEPTH_MAX 7
 
 struct rc_node {
 	char host[RC_HOST_MAX + 1];
 	int port;
 	redisContext *ctx;      /* NULL until needed, and after a failure */
+	char *in;               /* bytes read from it and not yet parsed */
+	size_t inlen, incap;
 	bool used;              /* the entry names a node (else it is free) */
 	bool seed;              /* from mkv_rc_open()'s list: kept whatever the map says */
 	bool failed;            /* its last connect or command failed */
@@ -69,8 +88,9 @@ struct rc_node {
 };
 
 struct mkv_rc {
-	struct timeval tv;
 	uint32_t timeout_ms;
+	uint64_t deadline;              /* the command's end */
+	int cancel_fd;                  /* readable: every command fails; -1 none */
 	struct rc_node *nodes;
 	unsigned nnodes, cap;           /* entries in use or freed; allocated */
 	bool mapped;                    /* owner[] is from a CLUSTER SLOTS */
@@ -88,6 +108,7 @@ struct mkv_rc {
  */
 struct rc_req {
 	const char *name;       /* for messages */
+	size_t limit;           /* the longest reply it takes */
 	char text[160];
 	struct iovec head[3];
 	const struct iovec *val;
@@ -221,30 +242,75 @@ node_drop(struct rc_node *n)
 {
 	redisFree(n->ctx);
 	n->ctx = NULL;
+	free(n->in);
+	n->in = NULL;
+	n->inlen = n->incap = 0;
 }
 
-/* Connect node n unless it is; 0, or -1 with c->why. */
+/* How a request failed: a broken connection (another may work), a slow node, a cancel. */
+enum { RC_BROKEN = -1, RC_SLOW = -2, RC_CANCELLED = -3 };
+
+/*
+ * Wait until node n's socket is ready for events (POLLIN, POLLOUT), by the
+ * command's deadline: 0, or RC_SLOW, RC_CANCELLED or RC_BROKEN with
+ * c->why saying what was waited for.
+ */
+static int
+node_wait(struct mkv_rc *c, struct rc_node *n, short events, const char *what)
+{
+	struct pollfd fds[2] = { { .fd = n->ctx->fd, .events = events },
+		{ .fd = c->cancel_fd, .events = POLLIN } };
+
+	for (;;) {
+		uint64_t now = mkv_clock_now();
+		int ms = now >= c->deadline ? 0 : (int)((c->deadline - now + 999999) / 1000000);
+		int rc = poll(fds, c->cancel_fd >= 0 ? 2 : 1, ms);
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (c->cancel_fd >= 0 && fds[1].revents) {
+			node_fail(c, n, "%s: cancelled: the handle is closing", what);
+			return RC_CANCELLED;
+		}
+		if (rc > 0)
+			return 0;
+		if (rc < 0) {
+			node_fail(c, n, "%s: poll: %s", what, strerror(errno));
+			return RC_BROKEN;
+		}
+		if (mkv_clock_now() >= c->deadline) {
+			node_fail(c, n, "%s: no answer within the %" PRIu32 " ms timeout", what,
+					c->timeout_ms);
+			return RC_SLOW;
+		}
+	}
+}
+
+/* Connect node n unless it is, by the command's deadline; 0, or -1 with c->why. */
 static int
 node_connect(struct mkv_rc *c, struct rc_node *n)
 {
-	redisContext *ctx;
+	socklen_t len = sizeof(int);
+	int err = 0;
 
 	if (n->ctx)
 		return 0;
-	ctx = redisConnectWithTimeout(n->host, n->port, c->tv);
-	if (!ctx) {
+	/* the name's lookup is not bounded; the connect is, by node_wait() */
+	n->ctx = redisConnectNonBlock(n->host, n->port);
+	if (!n->ctx) {
 		n->failed = true;
 		return node_fail(c, n, "connect: out of memory");
 	}
-	/* hiredis's timeout covers the connect only: the socket's are the replies' */
-	if (ctx->err || redisSetTimeout(ctx, c->tv) != REDIS_OK) {
-		node_fail(c, n, "connect: %s", ctx->errstr);
-		redisFree(ctx);
-		n->failed = true;
-		return -1;
+	if (n->ctx->err) {
+		node_fail(c, n, "connect: %s", n->ctx->errstr);
+	} else if (!node_wait(c, n, POLLOUT, "connect")) {
+		if (getsockopt(n->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+			return 0;
+		node_fail(c, n, "connect: %s", strerror(err ? err : errno));
 	}
-	n->ctx = ctx;
-	return 0;
+	node_drop(n);
+	n->failed = true;
+	return -1;
 }
 
 /* ---- requests ---- */
@@ -275,6 +341,7 @@ req_key(struct rc_req *q, const char *name, const void *key, size_t klen,
 	else if (set)
 		end += snprintf(q->text + b, room - (size_t)b, "\r\n");
 	q->name = name;
+	q->limit = RC_SHORT_MAX;
 	q->head[0] = (struct iovec){ q->text, (size_t)a };
 	q->head[1] = (struct iovec){ (void *)key, klen };
 	q->head[2] = (struct iovec){ q->text + a, (size_t)(b - a) };
@@ -290,6 +357,7 @@ req_slots(struct rc_req *q)
 
 	memset(q, 0, sizeof(*q));
 	q->name = "CLUSTER SLOTS";
+	q->limit = RC_MAP_MAX;
 	q->head[0] = (struct iovec){ (void *)slots, sizeof(slots) - 1 };
 }
 
@@ -338,9 +406,9 @@ cursor_skip(struct rc_cursor *cu, size_t bytes)
 	}
 }
 
-/* Send request q on fd, after ASKING if asked to; 0 or -errno (-EAGAIN: the send timed out). */
+/* Send request q to node n, after ASKING if asked to; 0, RC_BROKEN, RC_SLOW or RC_CANCELLED. */
 static int
-req_send(int fd, const struct rc_req *q, bool asking)
+req_send(struct mkv_rc *c, struct rc_node *n, const struct rc_req *q, bool asking)
 {
 	static const char ask[] = "*1\r\n$6\r\nASKING\r\n";
 	const struct iovec pre[4] = { { (void *)ask, sizeof(ask) - 1 }, q->head[0], q->head[1],
@@ -352,53 +420,191 @@ req_send(int fd, const struct rc_req *q, bool asking)
 	struct iovec batch[RC_BATCH];
 	struct msghdr m = { .msg_iov = batch };
 	ssize_t sent;
+	int rc;
 
 	while ((m.msg_iovlen = cursor_fill(&cu, batch, RC_BATCH)) > 0) {
-		sent = sendmsg(fd, &m, MSG_NOSIGNAL);
-		if (sent < 0 && errno != EINTR)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		if (sent > 0)
+		sent = sendmsg(n->ctx->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (sent > 0) {
 			cursor_skip(&cu, (size_t)sent);
+		} else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if ((rc = node_wait(c, n, POLLOUT, q->name)))
+				return rc;
+		} else if (sent == 0 || errno != EINTR) {
+			node_fail(c, n, "%s: %s", q->name, sent ? strerror(errno) : "sent nothing");
+			return RC_BROKEN;
+		}
 	}
 	return 0;
 }
 
-/* How node_do() failed: a broken connection (another may work) or a slow node. */
-enum { RC_BROKEN = -1, RC_SLOW = -2 };
+/* Where scan() is in a reply: the next item's offset, and the arrays open around it. */
+struct rc_scan {
+	size_t pos;
+	int depth;
+	long long left[RC_DEPTH_MAX];
+};
 
-/* The failure of a read on node n (err: errno after it), into c->why. */
-static int
-read_fail(struct mkv_rc *c, const struct rc_node *n, const char *what, int err)
+/* The number on a "$", "*" or ":" line, from p to eol; *ok false if it is none. */
+static long long
+line_number(const char *p, const char *eol, bool *ok)
 {
-	/* a blocking hiredis context reports SO_RCVTIMEO's EAGAIN as an I/O error */
-	if (n->ctx->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK)) {
-		node_fail(c, n, "%s: no reply within %" PRIu32 " ms", what, c->timeout_ms);
-		return RC_SLOW;
-	}
-	node_fail(c, n, "%s: %s", what, n->ctx->errstr);
-	return RC_BROKEN;
+	char num[24], *end;
+	long long v;
+
+	*ok = false;
+	if (eol - p < 1 || (size_t)(eol - p) >= sizeof(num))
+		return -1;
+	memcpy(num, p, (size_t)(eol - p));
+	num[eol - p] = '\0';
+	errno = 0;
+	v = strtoll(num, &end, 10);
+	*ok = *end == '\0' && errno == 0;
+	return v;
 }
 
-/* Request q on connected node n (after ASKING if asked to): its reply in *out; 0, RC_BROKEN or RC_SLOW. */
+/*
+ * Go on scanning node n's reply to `what` in n->in: 1 when it is whole
+ * (its first s->pos bytes), 0 when more must come, -1 (c->why) when it
+ * is not RESP, or longer than limit bytes: said from its headers, before
+ * the bytes they announce are read.
+ */
+static int
+scan(struct mkv_rc *c, const struct rc_node *n, struct rc_scan *s, size_t limit, const char *what)
+{
+	for (;;) {
+		const char *p = n->in + s->pos, *eol;
+		size_t avail = n->inlen - s->pos, end, room;
+		long long v;
+		bool ok;
+
+		eol = avail ? memmem(p, avail, "\r\n", 2) : NULL;
+		if (!eol)
+			return avail > RC_LINE_MAX || n->inlen > limit ? node_fail(c, n,
+					"%s: a reply line of more than %u bytes", what, RC_LINE_MAX) : 0;
+		end = (size_t)(eol + 2 - n->in);
+		room = end < limit ? limit - end : 0;
+		switch (*p) {
+		case '+':
+		case '-':
+			break;
+		case ':':
+			line_number(p + 1, eol, &ok);
+			if (!ok)
+				return node_fail(c, n, "%s: a malformed integer reply", what);
+			break;
+		case '$':
+			v = line_number(p + 1, eol, &ok);
+			if (!ok || v < -1)
+				return node_fail(c, n, "%s: a malformed bulk length", what);
+			if (v < 0)
+				break;
+			if ((uint64_t)v + 2 > room)
+				return node_fail(c, n, "%s: a reply announcing %lld bytes, more than "
+						"the %zu this command takes", what, v, limit);
+			if (n->inlen < end + (size_t)v + 2)
+				return 0;
+			if (memcmp(n->in + end + v, "\r\n", 2) != 0)
+				return node_fail(c, n, "%s: a bulk reply not ended by CRLF", what);
+			end += (size_t)v + 2;
+			break;
+		case '*':
+			v = line_number(p + 1, eol, &ok);
+			if (!ok || v < -1)
+				return node_fail(c, n, "%s: a malformed array length", what);
+			if (v <= 0)
+				break;
+			/* every element takes 3 bytes at least */
+			if ((uint64_t)v > room / 3)
+				return node_fail(c, n, "%s: a reply announcing %lld elements, more than "
+						"the %zu bytes this command takes can hold", what, v, limit);
+			if (s->depth == RC_DEPTH_MAX)
+				return node_fail(c, n, "%s: arrays nested more than %d deep", what,
+						RC_DEPTH_MAX);
+			s->left[s->depth++] = v;
+			s->pos = end;
+			continue;
+		default:
+			return node_fail(c, n, "%s: a reply that is not RESP (0x%02x)", what,
+					(unsigned char)*p);
+		}
+		s->pos = end;
+		/* an item done: the arrays it ends are items done too */
+		for (;;) {
+			if (s->depth == 0)
+				return 1;
+			if (--s->left[s->depth - 1] > 0)
+				break;
+			s->depth--;
+		}
+	}
+}
+
+/*
+ * Node n's next reply to `what`, of at most limit bytes, read by the
+ * command's deadline and parsed whole by hiredis: 0 with it in *out,
+ * RC_BROKEN, RC_SLOW or RC_CANCELLED.  Bytes after it stay in n->in.
+ */
+static int
+reply_read(struct mkv_rc *c, struct rc_node *n, const char *what, size_t limit, redisReply **out)
+{
+	struct rc_scan s = { 0 };
+	void *r = NULL;
+	ssize_t got;
+	int rc;
+
+	while ((rc = scan(c, n, &s, limit, what)) == 0) {
+		if (n->inlen == n->incap) {
+			size_t cap = n->incap ? n->incap * 2 : 16384, most = limit + RC_LINE_MAX;
+			char *in;
+
+			cap = cap < most ? cap : most;
+			if (cap <= n->incap || !(in = realloc(n->in, cap))) {
+				node_fail(c, n, "%s: no memory for a reply", what);
+				return RC_BROKEN;
+			}
+			n->in = in;
+			n->incap = cap;
+		}
+		got = read(n->ctx->fd, n->in + n->inlen, n->incap - n->inlen);
+		if (got > 0) {
+			n->inlen += (size_t)got;
+		} else if (got == 0) {
+			node_fail(c, n, "%s: the connection was closed", what);
+			return RC_BROKEN;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			if ((rc = node_wait(c, n, POLLIN, what)))
+				return rc;
+		} else if (errno != EINTR) {
+			node_fail(c, n, "%s: %s", what, strerror(errno));
+			return RC_BROKEN;
+		}
+	}
+	if (rc < 0)
+		return RC_BROKEN;
+	if (redisReaderFeed(n->ctx->reader, n->in, s.pos) != REDIS_OK ||
+	    redisReaderGetReply(n->ctx->reader, &r) != REDIS_OK || !r) {
+		node_fail(c, n, "%s: %s", what, n->ctx->reader->err ? n->ctx->reader->errstr :
+				"a reply hiredis did not take");
+		return RC_BROKEN;
+	}
+	memmove(n->in, n->in + s.pos, n->inlen - s.pos);
+	n->inlen -= s.pos;
+	*out = r;
+	return 0;
+}
+
+/* Request q on connected node n (after ASKING if asked to): its reply in *out; 0, RC_BROKEN, RC_SLOW or RC_CANCELLED. */
 static int
 node_do(struct mkv_rc *c, struct rc_node *n, const struct rc_req *q, bool asking, redisReply **out)
 {
-	int rc = req_send(n->ctx->fd, q, asking);
 	redisReply *ack;
-	void *r;
+	int rc;
 
-	if (rc == -EAGAIN) {
-		node_fail(c, n, "%s: could not send within %" PRIu32 " ms", q->name, c->timeout_ms);
-		return RC_SLOW;
-	}
-	if (rc) {
-		node_fail(c, n, "%s: %s", q->name, strerror(-rc));
-		return RC_BROKEN;
-	}
+	if ((rc = req_send(c, n, q, asking)))
+		return rc;
 	if (asking) {
-		if (redisGetReply(n->ctx, &r) != REDIS_OK)
-			return read_fail(c, n, "ASKING", errno);
-		ack = r;
+		if ((rc = reply_read(c, n, "ASKING", RC_SHORT_MAX, &ack)))
+			return rc;
 		if (ack->type != REDIS_REPLY_STATUS) {
 			node_fail(c, n, "ASKING: %s", ack->type == REDIS_REPLY_ERROR ? ack->str :
 					type_name(ack->type));
@@ -407,10 +613,7 @@ node_do(struct mkv_rc *c, struct rc_node *n, const struct rc_req *q, bool asking
 		}
 		freeReplyObject(ack);
 	}
-	if (redisGetReply(n->ctx, &r) != REDIS_OK)
-		return read_fail(c, n, q->name, errno);
-	*out = r;
-	return 0;
+	return reply_read(c, n, q->name, q->limit, out);
 }
 
 /*
@@ -438,7 +641,7 @@ exchange(struct mkv_rc *c, unsigned i, const struct rc_req *q, bool asking, bool
 		}
 		node_drop(n);
 		n->failed = true;
-		if (!kept || rc == RC_SLOW || *redone)
+		if (!kept || rc != RC_BROKEN || *redone)
 			return -1;
 		*redone = true;
 	}
@@ -530,14 +733,16 @@ refresh_round(const struct rc_node *n)
 }
 
 /*
- * The map from the first node that gives one: connected nodes first (no
- * connect to wait for), then the seeds and the other nodes known, those
- * whose last connect or command failed last.  0, or -1 with c->why (the
- * last node's failure).
+ * The map from the first node that gives one, of RC_REFRESH_ASK asked at
+ * most, within the command's deadline: connected nodes first (no connect
+ * to wait for), then the seeds and the other nodes known, those whose
+ * last connect or command failed last.  0, or -1 with c->why (the last
+ * node's failure).
  */
 static int
 map_refresh(struct mkv_rc *c)
 {
+	unsigned asked = 0;
 	struct rc_req q;
 
 	req_slots(&q);
@@ -552,6 +757,15 @@ map_refresh(struct mkv_rc *c)
 
 			if (!c->nodes[i].used || c->nodes[i].tried || refresh_round(&c->nodes[i]) != round)
 				continue;
+			if (asked == RC_REFRESH_ASK)
+				return -1;
+			if (mkv_clock_now() >= c->deadline) {
+				if (!asked)
+					snprintf(c->why, sizeof(c->why), "redis: CLUSTER SLOTS: none of "
+						"the %" PRIu32 " ms timeout left to ask", c->timeout_ms);
+				return -1;
+			}
+			asked++;
 			c->nodes[i].tried = true;
 			if (exchange(c, i, &q, false, &redone, &r))
 				continue;
@@ -617,6 +831,8 @@ run(struct mkv_rc *c, unsigned slot, const struct rc_req *q, redisReply **out, u
 {
 	uint64_t deadline = mkv_clock_now() + (uint64_t)c->timeout_ms * 1000000ULL;
 	bool redone = false, asking = false;
+
+	c->deadline = deadline;
 	int redirects = 0;
 	unsigned i;
 
@@ -644,9 +860,10 @@ run(struct mkv_rc *c, unsigned slot, const struct rc_req *q, redisReply **out, u
 			return 0;
 		}
 		kind = error_kind(r->str);
-		if (kind == RC_RETRY && (now = mkv_clock_now()) < deadline) {
+		/* tried again while a try has time left; else the node's refusal stands */
+		if (kind == RC_RETRY && (now = mkv_clock_now()) + 2 * RC_RETRY_NS < deadline) {
 			freeReplyObject(r);
-			mkv_clock_sleep(deadline - now < RC_RETRY_NS ? deadline - now : RC_RETRY_NS);
+			mkv_clock_sleep(RC_RETRY_NS);
 			continue;
 		}
 		if (kind == RC_RETRY || kind == RC_OTHER) {
@@ -742,8 +959,7 @@ mkv_rc_open(const char *servers, uint32_t timeout_ms, struct mkv_rc **out)
 	}
 	c->cap = RC_SEEDS_MAX;
 	c->timeout_ms = timeout_ms;
-	c->tv.tv_sec = (time_t)(timeout_ms / 1000);
-	c->tv.tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000;
+	c->cancel_fd = -1;
 	for (p = servers;; p = end + 1) {
 		end = strchr(p, ',');
 		if (k == RC_SEEDS_MAX)
@@ -770,9 +986,15 @@ mkv_rc_close(struct mkv_rc *c)
 	if (!c)
 		return;
 	for (unsigned i = 0; i < c->nnodes; i++)
-		redisFree(c->nodes[i].ctx);
+		node_drop(&c->nodes[i]);
 	free(c->nodes);
 	free(c);
+}
+
+void
+mkv_rc_watch(struct mkv_rc *c, int fd)
+{
+	c->cancel_fd = fd;
 }
 
 int
@@ -804,7 +1026,7 @@ mkv_rc_set(struct mkv_rc *c, const void *key, size_t klen, const struct iovec *i
 }
 
 int
-mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, void **val, size_t *len)
+mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, size_t max, void **val, size_t *len)
 {
 	struct rc_req q;
 	redisReply *r;
@@ -817,6 +1039,8 @@ mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, void **val, size_t *l
 	*val = NULL;
 	*len = 0;
 	req_key(&q, "GET", key, klen, NULL, 0, 0, 0);
+	/* "$<max>\r\n", the value, "\r\n" */
+	q.limit = max + 32;
 	if (run(c, mkv_rc_slot(key, klen), &q, &r, &from))
 		return rc_failed(c);
 	if (r->type == REDIS_REPLY_NIL) {

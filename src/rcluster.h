@@ -25,8 +25,11 @@ struct mkv_rc;
 /*
  * A client of the cluster behind @p servers, "host:port[,host:port...]":
  * 1 to 16 seed nodes, each host up to 255 bytes, each port 1 to 65535.
- * @p timeout_ms (more than 0) bounds each connect, each send and each
- * wait for a reply; a name's lookup (getaddrinfo) is not bounded by it.
+ * @p timeout_ms (more than 0) bounds each command: it ends, whatever
+ * the cluster does, within the timeout after it began (its connects,
+ * sends, replies, redirects, retries and map refreshes; a refresh asks
+ * three nodes at most); a name's lookup (getaddrinfo) is not bounded by
+ * it.
  * Nothing is connected yet: the first command connects and fetches the
  * slot map.  0, MKV_E_INVAL (a bad list; the message says which part),
  * MKV_E_NOMEM; *out is NULL on failure.
@@ -34,6 +37,13 @@ struct mkv_rc;
 int mkv_rc_open(const char *servers, uint32_t timeout_ms, struct mkv_rc **out);
 /* Close the connections and free the handle; NULL is fine. */
 void mkv_rc_close(struct mkv_rc *c);
+/*
+ * Watch descriptor @p fd (-1: none): while it is readable every command
+ * of the handle fails at once with MKV_E_REMOTE, a command waiting inside
+ * included ("cancelled").  For another thread to stop the handle's user,
+ * with an eventfd or a pipe it writes to.
+ */
+void mkv_rc_watch(struct mkv_rc *c, int fd);
 
 /*
  * The cluster slot of a key: CRC16 (XMODEM: polynomial 0x1021, initial 0)
@@ -53,10 +63,12 @@ int mkv_rc_set(struct mkv_rc *c, const void *key, size_t klen, const struct iove
  * GET key: 0 with the value in *val (malloc'd, the caller frees it; not
  * NULL even when empty) and its length in *len; MKV_E_NOTFOUND if the key
  * has no value; MKV_E_REMOTE for anything else the cluster does (no
- * connection, no reply in time, an error reply, a reply of another type);
+ * connection, no reply in time, an error reply, a reply of another type,
+ * a value longer than @p max bytes: refused before it is read);
  * MKV_E_NOMEM; MKV_E_INVAL.
  */
-int mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, void **val, size_t *len);
+int mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, size_t max, void **val,
+		size_t *len);
 /* DEL key: 0 (deleted, or there was none), MKV_E_REMOTE, MKV_E_INVAL. */
 int mkv_rc_del(struct mkv_rc *c, const void *key, size_t klen);
 

@@ -19,8 +19,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "rcluster.h"
@@ -116,15 +118,20 @@ conf_read(const struct mkv_pool *p, struct mkv_remote_conf *c, int tries, bool l
 			"and was for %d looks", p->path, tries) : MKV_E_REMOTE;
 }
 
-/* The Redis key of a pool key: the prefix, then the key's bytes. */
+/*
+ * The Redis key of a pool key: the prefix, a NUL byte, then the key's
+ * bytes.  A prefix holds no NUL, so the first NUL ends it: the keys of
+ * pools whose prefixes nest ("t" and "tx") never meet.
+ */
 static size_t
 redis_key(const struct mkv_remote_conf *c, const void *key, size_t klen, uint8_t *out)
 {
 	size_t n = strlen(c->prefix);
 
 	memcpy(out, c->prefix, n);
-	memcpy(out + n, key, klen);
-	return n + klen;
+	out[n] = '\0';
+	memcpy(out + n + 1, key, klen);
+	return n + 1 + klen;
 }
 
 /* Add to one of our slot's tier counters (layout.h), seen by other hosts. */
@@ -135,9 +142,12 @@ count(struct mkv_pool *p, uint64_t *counter, uint64_t n)
 	mkv_share_wb(p, &p->slots[p->slot].spills, MKV_CACHELINE);
 }
 
-/* A client of the tier for setting c, reusing *rc if it was made for it. */
+/*
+ * A client of the tier for setting c, reusing *rc if it was made for it;
+ * cancelled while cancel_fd (-1: none) is readable.
+ */
 static int
-client_for(const struct mkv_remote_conf *c, struct mkv_rc **rc, uint64_t *gen)
+client_for(const struct mkv_remote_conf *c, struct mkv_rc **rc, uint64_t *gen, int cancel_fd)
 {
 	int err;
 
@@ -147,6 +157,7 @@ client_for(const struct mkv_remote_conf *c, struct mkv_rc **rc, uint64_t *gen)
 	*rc = NULL;
 	if ((err = mkv_rc_open(c->servers, c->timeout_ms, rc)))
 		return err;
+	mkv_rc_watch(*rc, cancel_fd);
 	*gen = c->gen;
 	return 0;
 }
@@ -157,7 +168,7 @@ spill_one(struct mkv_pool *p, struct mkv_spill *s, struct mkv_rc **rc, uint64_t 
 {
 	struct mkv_slot *slot = &p->slots[p->slot];
 	uint8_t *val = s->frame + MKV_FRAME_HEADER + MKV_FRAME_BODY_HEADER + s->klen;
-	uint8_t rkey[MKV_REMOTE_PREFIX_MAX + MKV_KEY_MAX];
+	uint8_t rkey[MKV_REMOTE_PREFIX_MAX + 1 + MKV_KEY_MAX];
 	struct iovec iov;
 
 	/* bytes damaged in the pool would otherwise leave it with a valid frame */
@@ -165,7 +176,7 @@ spill_one(struct mkv_pool *p, struct mkv_spill *s, struct mkv_rc **rc, uint64_t 
 		count(p, &slot->spill_errors, 1);
 		return;
 	}
-	if (client_for(&s->conf, rc, gen)) {
+	if (client_for(&s->conf, rc, gen, p->remote.stop_fd)) {
 		count(p, &slot->spill_errors, 1);
 		return;
 	}
@@ -227,6 +238,9 @@ spiller_running(struct mkv_pool *p)
 
 	if (r->running)
 		return true;
+	/* written at close: a spill waiting on the tier gives up at once */
+	if (r->stop_fd < 0 && (r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return false;
 	/* signals are the application's threads' to take, not ours */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -298,6 +312,7 @@ mkv_remote_init(struct mkv_pool *p)
 		pthread_mutex_destroy(&r->lock);
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_open: out of memory");
 	}
+	r->stop_fd = -1;
 	r->ready = true;
 	return 0;
 }
@@ -316,13 +331,20 @@ mkv_remote_fini(struct mkv_pool *p)
 	if (!r->ready)
 		return;
 	if (!p->forked && r->running) {
+		uint64_t one = 1;
+
 		pthread_mutex_lock(&r->lock);
 		r->stop = true;
 		pthread_cond_signal(&r->wake);
 		pthread_mutex_unlock(&r->lock);
+		/* cannot fail: a counter of 1 is far from its maximum */
+		(void)!write(r->stop_fd, &one, sizeof(one));
 		pthread_join(r->thread, NULL);
 		r->running = false;
 	}
+	if (r->stop_fd >= 0)
+		close(r->stop_fd);
+	r->stop_fd = -1;
 	while ((s = r->head)) {
 		r->head = s->next;
 		free(s);
@@ -409,6 +431,15 @@ mkv_remote_get(struct mkv_pool *pool, struct mkv_remote *r)
 	return 0;
 }
 
+/* The longest frame this pool could import: a value as long as its arena. */
+static size_t
+frame_max(const struct mkv_pool *p)
+{
+	uint64_t most = MKV_FRAME_BODY_HEADER + (uint64_t)MKV_KEY_MAX + p->page_size * p->nr_pages;
+
+	return MKV_FRAME_HEADER + (size_t)(most < MKV_FRAME_BODY_MAX ? most : MKV_FRAME_BODY_MAX);
+}
+
 /* The frame fetched for key: checked whole, of that key, then imported. */
 static int
 fetched(struct mkv_pool *p, const void *key, size_t klen, const void *buf, size_t len)
@@ -432,7 +463,7 @@ MKV_EXPORT int
 mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 {
 	struct mkv_remote_rt *r = &pool->remote;
-	uint8_t rkey[MKV_REMOTE_PREFIX_MAX + MKV_KEY_MAX];
+	uint8_t rkey[MKV_REMOTE_PREFIX_MAX + 1 + MKV_KEY_MAX];
 	struct mkv_remote_conf c;
 	struct mkv_slot *slot;
 	void *buf = NULL;
@@ -451,8 +482,9 @@ mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 	slot = &pool->slots[pool->slot];
 	count(pool, &slot->fetches, 1);
 	pthread_mutex_lock(&r->fetch_lock);
-	if (!(rc = client_for(&c, &r->fetch_rc, &r->fetch_gen)))
-		rc = mkv_rc_get(r->fetch_rc, rkey, redis_key(&c, key, klen, rkey), &buf, &len);
+	if (!(rc = client_for(&c, &r->fetch_rc, &r->fetch_gen, -1)))
+		rc = mkv_rc_get(r->fetch_rc, rkey, redis_key(&c, key, klen, rkey),
+				frame_max(pool), &buf, &len);
 	pthread_mutex_unlock(&r->fetch_lock);
 	if (rc == MKV_E_NOTFOUND) {
 		count(pool, &slot->fetch_misses, 1);

@@ -30,6 +30,8 @@
 #define NODES 3U
 #define TIMEOUT_MS 2000U
 #define MIB (1U << 20)
+/* the longest value a GET here takes */
+#define GET_MAX (64U * MIB)
 
 static char servers[256];
 
@@ -226,7 +228,7 @@ get_seeded(struct mkv_rc *c, const void *key, size_t klen, size_t len, uint64_t 
 
 	ck_assert_ptr_nonnull(want);
 	fill(want, len, seed);
-	TU_OK(mkv_rc_get(c, key, klen, &got, &n));
+	TU_OK(mkv_rc_get(c, key, klen, GET_MAX, &got, &n));
 	ck_assert_ptr_nonnull(got);
 	ck_assert_uint_eq(n, len);
 	ck_assert_msg(memcmp(got, want, len) == 0, "value of %zu bytes differs", len);
@@ -439,12 +441,12 @@ START_TEST(test_absent_del_ttl_and_errors)
 
 	cluster_up();
 	TU_OK(mkv_rc_open(servers, TIMEOUT_MS, &c));
-	TU_ERR(mkv_rc_get(c, "absent", 6, &val, &len), MKV_E_NOTFOUND);
+	TU_ERR(mkv_rc_get(c, "absent", 6, GET_MAX, &val, &len), MKV_E_NOTFOUND);
 	ck_assert_ptr_null(val);
 	TU_OK(mkv_rc_del(c, "absent", 6));
 	set_seeded(c, "gone", 4, 10, 1);
 	TU_OK(mkv_rc_del(c, "gone", 4));
-	TU_ERR(mkv_rc_get(c, "gone", 4, &val, &len), MKV_E_NOTFOUND);
+	TU_ERR(mkv_rc_get(c, "gone", 4, GET_MAX, &val, &len), MKV_E_NOTFOUND);
 
 	/* EX as Redis reads it */
 	TU_OK(mkv_rc_set(c, "lasting", 7, &iov, 1, 100));
@@ -452,26 +454,26 @@ START_TEST(test_absent_del_ttl_and_errors)
 	ck_assert_int_gt(ttl, 90);
 	ck_assert_int_le(ttl, 100);
 	TU_OK(mkv_rc_set(c, "brief", 5, &iov, 1, 1));
-	TU_OK(mkv_rc_get(c, "brief", 5, &val, &len));
+	TU_OK(mkv_rc_get(c, "brief", 5, GET_MAX, &val, &len));
 	free(val);
 	tu_sleep_ms(2500);
-	TU_ERR(mkv_rc_get(c, "brief", 5, &val, &len), MKV_E_NOTFOUND);
-	TU_OK(mkv_rc_get(c, "lasting", 7, &val, &len));
+	TU_ERR(mkv_rc_get(c, "brief", 5, GET_MAX, &val, &len), MKV_E_NOTFOUND);
+	TU_OK(mkv_rc_get(c, "lasting", 7, GET_MAX, &val, &len));
 	free(val);
 
 	/* a key of another type: an error reply */
 	r = node_cmd(owner_port(tu_cluster_port(0), slot_of("alist")), "RPUSH alist x");
 	freeReplyObject(r);
-	TU_ERR(mkv_rc_get(c, "alist", 5, &val, &len), MKV_E_REMOTE);
+	TU_ERR(mkv_rc_get(c, "alist", 5, GET_MAX, &val, &len), MKV_E_REMOTE);
 	ck_assert_msg(strstr(mkv_errormsg(), "WRONGTYPE"), "%s", mkv_errormsg());
 	ck_assert_str_eq(mkv_rc_lasterror(c), mkv_errormsg());
 	/* the last failure is kept, success clears the thread's message */
 	TU_OK(mkv_rc_del(c, "alist", 5));
 	ck_assert(strstr(mkv_rc_lasterror(c), "WRONGTYPE"));
 
-	TU_ERR(mkv_rc_get(NULL, "k", 1, &val, &len), MKV_E_INVAL);
-	TU_ERR(mkv_rc_get(c, NULL, 1, &val, &len), MKV_E_INVAL);
-	TU_ERR(mkv_rc_get(c, "k", 1, NULL, &len), MKV_E_INVAL);
+	TU_ERR(mkv_rc_get(NULL, "k", 1, GET_MAX, &val, &len), MKV_E_INVAL);
+	TU_ERR(mkv_rc_get(c, NULL, 1, GET_MAX, &val, &len), MKV_E_INVAL);
+	TU_ERR(mkv_rc_get(c, "k", 1, GET_MAX, NULL, &len), MKV_E_INVAL);
 	TU_ERR(mkv_rc_set(c, "k", 1, NULL, 1, 0), MKV_E_INVAL);
 	TU_ERR(mkv_rc_set(c, "k", 1, &iov, -1, 0), MKV_E_INVAL);
 	TU_ERR(mkv_rc_del(NULL, "k", 1), MKV_E_INVAL);
@@ -638,7 +640,7 @@ START_TEST(test_ask_during_migration)
 	ck_assert_uint_eq(mkv_rc_redirects(c, 1), 11);
 	ck_assert(node_has(m.dst, m.slot, "{ak}new"));
 	ck_assert(!node_has(m.src, m.slot, "{ak}new"));
-	TU_OK(mkv_rc_get(c, "{ak}new", 7, &val, &len));
+	TU_OK(mkv_rc_get(c, "{ak}new", 7, GET_MAX, &val, &len));
 	ck_assert_uint_eq(len, 3);
 	ck_assert_int_eq(memcmp(val, "new", 3), 0);
 	free(val);
@@ -648,7 +650,7 @@ START_TEST(test_ask_during_migration)
 		snprintf(key, sizeof(key), "{ak}%u", i);
 		if (node_has(m.dst, m.slot, key)) {
 			TU_OK(mkv_rc_del(c, key, strlen(key)));
-			TU_ERR(mkv_rc_get(c, key, strlen(key), &val, &len), MKV_E_NOTFOUND);
+			TU_ERR(mkv_rc_get(c, key, strlen(key), GET_MAX, &val, &len), MKV_E_NOTFOUND);
 			break;
 		}
 	}
@@ -657,7 +659,7 @@ START_TEST(test_ask_during_migration)
 	/* the target importing no more: it answers the source's -ASK with -MOVED back, for ever */
 	freeReplyObject(node_cmd(m.dst, "CLUSTER SETSLOT %u STABLE", m.slot));
 	asked = mkv_rc_redirects(c, 1);
-	TU_ERR(mkv_rc_get(c, "{ak}nowhere", 11, &val, &len), MKV_E_REMOTE);
+	TU_ERR(mkv_rc_get(c, "{ak}nowhere", 11, GET_MAX, &val, &len), MKV_E_REMOTE);
 	ck_assert_msg(strstr(mkv_errormsg(), "after 5 redirects"), "%s", mkv_errormsg());
 	ck_assert_uint_eq(mkv_rc_redirects(c, 1) - asked, 3);
 	ck_assert_uint_eq(mkv_rc_redirects(c, 0), 2);
@@ -701,7 +703,7 @@ check_spread(struct mkv_rc *c, const unsigned *node, unsigned gone, double limit
 		if (node[i] == gone && failed < 5) {
 			double t = tu_now();
 
-			TU_ERR(mkv_rc_get(c, key, strlen(key), &val, &len), MKV_E_REMOTE);
+			TU_ERR(mkv_rc_get(c, key, strlen(key), GET_MAX, &val, &len), MKV_E_REMOTE);
 			t = tu_now() - t;
 			*worst = t > *worst ? t : *worst;
 			ck_assert_msg(t < limit, "GET of a dead node's key took %.3f s", t);
@@ -774,7 +776,7 @@ START_TEST(test_killed_node_fails_fast)
 	freeReplyObject(node_cmd(tu_cluster_port(1), "CLUSTER SETSLOT %u NODE %s", slot, id));
 	TU_OK(mkv_rc_set(c, key, strlen(key), &big, 1, 0));
 	ck_assert(node_has(tu_cluster_port(0), slot, key));
-	TU_OK(mkv_rc_get(c, key, strlen(key), &val, &len));
+	TU_OK(mkv_rc_get(c, key, strlen(key), GET_MAX, &val, &len));
 	ck_assert_uint_eq(len, 8 * MIB);
 	ck_assert(tu_is_zero(val, len));
 	free(val);
@@ -804,14 +806,14 @@ START_TEST(test_stopped_node_times_out)
 	ck_assert_int_eq(kill(tu_cluster_pid(stopped), SIGSTOP), 0);
 	check_spread(c, node, stopped, 2.0 * timeout / 1000, &worst);
 	ck_assert_msg(worst > 0.9 * timeout / 1000, "a GET failed after %.3f s", worst);
-	ck_assert_msg(strstr(mkv_rc_lasterror(c), "no reply within 400 ms"), "%s",
+	ck_assert_msg(strstr(mkv_rc_lasterror(c), "no answer within the 400 ms timeout"), "%s",
 			mkv_rc_lasterror(c));
 	/* and it answers again once it runs */
 	ck_assert_int_eq(kill(tu_cluster_pid(stopped), SIGCONT), 0);
 	for (unsigned i = 0; i < NSPREAD; i++)
 		if (node[i] == stopped) {
 			snprintf(key, sizeof(key), "k%u", i);
-			ck_assert(TU_UNTIL(mkv_rc_get(c, key, strlen(key), &val, &len) == 0, 10.0));
+			ck_assert(TU_UNTIL(mkv_rc_get(c, key, strlen(key), GET_MAX, &val, &len) == 0, 10.0));
 			free(val);
 			get_seeded(c, key, strlen(key), 64, i);
 			break;
@@ -841,7 +843,7 @@ START_TEST(test_clusterdown_retried_until_timeout)
 	set_seeded(c, "{cd}a", 5, 10, 1);
 	freeReplyObject(node_cmd(port, "CLUSTER DELSLOTS %u", slot));
 	t = tu_now();
-	TU_ERR(mkv_rc_get(c, "{cd}a", 5, &val, &len), MKV_E_REMOTE);
+	TU_ERR(mkv_rc_get(c, "{cd}a", 5, GET_MAX, &val, &len), MKV_E_REMOTE);
 	t = tu_now() - t;
 	ck_assert_msg(strstr(mkv_errormsg(), "CLUSTERDOWN"), "%s", mkv_errormsg());
 	ck_assert_msg(t >= 0.9 && t < 2.0, "gave up after %.3f s", t);
@@ -943,7 +945,7 @@ START_TEST(test_nothing_listening_fails_fast)
 	snprintf(list, sizeof(list), "127.0.0.1:%u,127.0.0.1:%u", ntohs(a.sin_port), ntohs(a.sin_port));
 	TU_OK(mkv_rc_open(list, TIMEOUT_MS, &c));
 	t = tu_now();
-	TU_ERR(mkv_rc_get(c, "k", 1, &val, &len), MKV_E_REMOTE);
+	TU_ERR(mkv_rc_get(c, "k", 1, GET_MAX, &val, &len), MKV_E_REMOTE);
 	TU_ERR(mkv_rc_set(c, "k", 1, &(struct iovec){ "v", 1 }, 1, 0), MKV_E_REMOTE);
 	TU_ERR(mkv_rc_del(c, "k", 1), MKV_E_REMOTE);
 	t = tu_now() - t;
@@ -966,7 +968,7 @@ START_TEST(test_standalone_server_is_remote_error)
 	ck_assert_int_eq(tu_redis_standalone(tu_dir, &port), 0);
 	snprintf(list, sizeof(list), "127.0.0.1:%u", port);
 	TU_OK(mkv_rc_open(list, TIMEOUT_MS, &c));
-	TU_ERR(mkv_rc_get(c, "k", 1, &val, &len), MKV_E_REMOTE);
+	TU_ERR(mkv_rc_get(c, "k", 1, GET_MAX, &val, &len), MKV_E_REMOTE);
 	ck_assert_msg(strstr(mkv_errormsg(), "CLUSTER SLOTS") &&
 			strstr(mkv_errormsg(), "cluster support disabled"), "%s", mkv_errormsg());
 	TU_ERR(mkv_rc_set(c, "k", 1, &(struct iovec){ "v", 1 }, 1, 0), MKV_E_REMOTE);

@@ -10,15 +10,20 @@
  * other nodes' keys go on.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+
+#include <hiredis/hiredis.h>
 
 #include "testutil.h"
 #include "unitutil.h"
 #include "internal.h"
 #include "rcluster.h"
+#include "redisproxy.h"
 
 #define NODES 3
 #define TIMEOUT_MS 1000U
@@ -294,6 +299,16 @@ START_TEST(test_large_values_round_trip)
 }
 END_TEST
 
+/* key's Redis key, as marukv(7) REMOTE TIER gives it: the prefix, a NUL, the key; its length. */
+static size_t
+redis_key(char *out, size_t max, const char *prefix, const char *key)
+{
+	int n = snprintf(out, max, "%s%c%s", prefix, '\0', key);
+
+	ck_assert(n > 0 && (size_t)n < max);
+	return (size_t)n;
+}
+
 /* The frame under key's Redis key, fetched with the tier's own client. */
 static void *
 frame_of(struct mkv_rc *rc, const char *prefix, const char *key, size_t *len)
@@ -301,8 +316,8 @@ frame_of(struct mkv_rc *rc, const char *prefix, const char *key, size_t *len)
 	char rkey[128];
 	void *buf;
 
-	snprintf(rkey, sizeof(rkey), "%s%s", prefix, key);
-	ck_assert_int_eq(mkv_rc_get(rc, rkey, strlen(rkey), &buf, len), 0);
+	ck_assert_int_eq(mkv_rc_get(rc, rkey, redis_key(rkey, sizeof(rkey), prefix, key),
+			64U << 20, &buf, len), 0);
 	return buf;
 }
 
@@ -312,8 +327,8 @@ frame_put(struct mkv_rc *rc, const char *prefix, const char *key, const void *bu
 	struct iovec iov = { (void *)buf, len };
 	char rkey[128];
 
-	snprintf(rkey, sizeof(rkey), "%s%s", prefix, key);
-	ck_assert_int_eq(mkv_rc_set(rc, rkey, strlen(rkey), &iov, 1, 0), 0);
+	ck_assert_int_eq(mkv_rc_set(rc, rkey, redis_key(rkey, sizeof(rkey), prefix, key), &iov,
+			1, 0), 0);
 }
 
 /*
@@ -544,6 +559,226 @@ START_TEST(test_a_node_killed_mid_run)
 }
 END_TEST
 
+/* ---- the tier's bounds, against a node behind t/redisproxy.c ---- */
+
+/*
+ * A hash tag whose slot node 0 serves (asked of node 0 itself: a key of
+ * another node's slot gets -MOVED), into tag, "{...}".
+ */
+static void
+node0_tag(char *tag, size_t max)
+{
+	redisContext *ctx = redisConnect("127.0.0.1", (int)tu_cluster_port(0));
+
+	ck_assert(ctx && !ctx->err);
+	for (unsigned i = 0;; i++) {
+		redisReply *r;
+		bool mine;
+
+		snprintf(tag, max, "{n0.%u}", i);
+		r = redisCommand(ctx, "GET %sprobe", tag);
+		ck_assert_ptr_nonnull(r);
+		mine = r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		if (mine)
+			break;
+	}
+	redisFree(ctx);
+}
+
+/*
+ * An evicting pool of 64 pages whose tier is a proxy in front of node 0,
+ * with timeout_ms; its prefix's hash tag keeps all its Redis keys on that
+ * node.  The proxy, passing bytes as they are.
+ */
+static struct tp_proxy *
+proxied_pool(struct mkv_pool **p, uint32_t timeout_ms)
+{
+	struct mkv_remote r = { .timeout_ms = timeout_ms };
+	struct tp_proxy *tp;
+	unsigned port;
+	char tag[32];
+
+	ck_assert_int_eq(tp_start(tu_cluster_port(0), &tp, &port), 0);
+	node0_tag(tag, sizeof(tag));
+	evicting_pool(64, p);
+	snprintf(r.servers, sizeof(r.servers), "127.0.0.1:%u", port);
+	snprintf(r.prefix, sizeof(r.prefix), "%st%d.%u:", tag, (int)getpid(), round_no++);
+	TU_OK(mkv_remote_set(*p, &r));
+	return tp;
+}
+
+/* Put key (a value of len bytes) and evict it: it is spilled, as the stats say. */
+static void
+spilled(struct mkv_pool *p, const char *key, size_t len)
+{
+	struct mkv_stat st;
+
+	TU_OK(tu_put(p, key, strlen(key), len));
+	evict_all(p);
+	ck_assert_int_eq(mkv_exists(p, key, strlen(key)), 0);
+	settled(p, &st, 10);
+	ck_assert_msg(st.remote_drops + st.remote_spill_errors == 0, "%s: %llu evicted, %llu spilled, %llu dropped, %llu failed", key, (unsigned long long)st.evictions, (unsigned long long)st.remote_spills, (unsigned long long)st.remote_drops, (unsigned long long)st.remote_spill_errors);
+}
+
+/* The pool has no problem a deep verify finds, and no page left over. */
+static void
+clean(struct mkv_pool *p)
+{
+	struct mkv_verify v;
+
+	TU_OK(mkv_pool_verify(p, MKV_VERIFY_DEEP, &v));
+	ck_assert_uint_eq(v.problems, 0);
+}
+
+/*
+ * Whatever the node does inside a reply -- drips it, stalls, cuts it,
+ * announces 10 MiB or 10 GiB and drips, sends a status line that never
+ * ends -- mkv_fetch() fails with MKV_E_REMOTE by its timeout (600 ms
+ * here, checked with room for a slow machine), nothing is imported, and
+ * the pool stays clean; then the node passes bytes again and the fetch
+ * brings the value back.  (Before every command ended by one deadline, a
+ * drip kept the fetch for as long as the node dripped.)
+ */
+START_TEST(test_fetch_ends_by_its_timeout_whatever_the_node_sends)
+{
+	static const struct { enum tp_mode mode; const char *name, *says; } fault[] = {
+		{ TP_DRIP, "drip", "no answer within the 600 ms timeout" },
+		{ TP_STALL, "stall", "no answer within the 600 ms timeout" },
+		{ TP_CUT, "cut", "the connection was closed" },
+		{ TP_HUGE, "10 MiB", "announcing 10485760 bytes" },
+		{ TP_GIGA, "10 GiB", "announcing 10737418240 bytes" },
+		{ TP_ENDLESS, "endless status", "no answer within the 600 ms timeout" },
+	};
+	const uint32_t timeout = 600;
+	struct mkv_pool *p;
+	struct tp_proxy *tp = proxied_pool(&p, timeout);
+	size_t len = 3 * TU_PAGE_SIZE + 5;
+
+	spilled(p, "val", len);
+	for (size_t i = 0; i < sizeof(fault) / sizeof(fault[0]); i++) {
+		double t;
+		int rc;
+
+		tp_mode(tp, fault[i].mode);
+		t = tu_now();
+		rc = mkv_fetch(p, "val", 3);
+		t = tu_now() - t;
+		ck_assert_msg(rc == MKV_E_REMOTE && t < 2.0 * timeout / 1000,
+				"%s: mkv_fetch returned %d after %.3f s (timeout %u ms): %s",
+				fault[i].name, rc, t, timeout, mkv_errormsg());
+		ck_assert_msg(strstr(mkv_errormsg(), fault[i].says), "%s: \"%s\"", fault[i].name,
+				mkv_errormsg());
+		ck_assert_int_eq(mkv_exists(p, "val", 3), 0);
+		clean(p);
+	}
+	tp_mode(tp, TP_PASS);
+	TU_OK(mkv_fetch(p, "val", 3));
+	TU_OK(tu_check(p, "val", 3, len));
+	clean(p);
+	mkv_pool_close(&p);
+	tp_stop(tp);
+}
+END_TEST
+
+/*
+ * A slot map naming 100 nodes that never answer, then a seed that stops
+ * answering too, with a 100 ms timeout: each fetch asks a few of them at
+ * most, and ends by its timeout (before, a refresh asked every node of
+ * the map, each for the full timeout: 10 s a fetch).
+ */
+START_TEST(test_a_map_of_silent_nodes_costs_one_timeout)
+{
+	const uint32_t timeout = 100;
+	struct mkv_pool *p;
+	struct tp_proxy *tp = proxied_pool(&p, timeout);
+	double worst = 0;
+
+	spilled(p, "val", 100);
+	tp_mode(tp, TP_SILENT_MAP);
+	for (int i = 0; i < 8; i++) {
+		double t = tu_now();
+
+		if (i == 1)
+			tp_mode(tp, TP_DEAD);
+		TU_ERR(mkv_fetch(p, "val", 3), MKV_E_REMOTE);
+		t = tu_now() - t;
+		worst = t > worst ? t : worst;
+	}
+	ck_assert_msg(worst < 2.0 * timeout / 1000, "a fetch took %.3f s (timeout %u ms)", worst,
+			timeout);
+	clean(p);
+	mkv_pool_close(&p);
+	tp_stop(tp);
+}
+END_TEST
+
+/*
+ * The lease holder closes while its spilling thread waits inside a reply
+ * that never ends (a status line a byte every 50 ms), with a 10 s tier
+ * timeout: the close returns at once, the spill given up (before, the
+ * close waited for as long as the node went on).
+ */
+START_TEST(test_close_of_the_holder_ends_while_a_spill_waits)
+{
+	struct mkv_pool *p;
+	struct tp_proxy *tp = proxied_pool(&p, 10000);
+	double t;
+
+	tp_mode(tp, TP_ENDLESS);
+	TU_OK(tu_put(p, "val", 3, 2 * TU_PAGE_SIZE));
+	evict_all(p);
+	/* CLUSTER SLOTS (answered whole by the proxy), then the SET, never answered whole */
+	ck_assert(TU_UNTIL(tp_commands(tp) >= 2, 10.0));
+	tu_sleep_ms(300);
+	t = tu_now();
+	mkv_pool_close(&p);
+	t = tu_now() - t;
+	ck_assert_msg(t < 1.0, "mkv_pool_close took %.3f s", t);
+	TU_OK(tu_pool_open(tu_dir, 0, &p));
+	clean(p);
+	mkv_pool_close(&p);
+	tp_stop(tp);
+}
+END_TEST
+
+/*
+ * Two pools whose prefixes nest, "P" and "Px": pool P's key "xK" and pool
+ * Px's key "K" are different Redis keys (the prefix ends at a NUL), so
+ * each gets its own value back, and a key only the other pool spilled is
+ * not found.
+ */
+START_TEST(test_nested_prefixes_share_no_keys)
+{
+	struct mkv_remote r = { .timeout_ms = TIMEOUT_MS };
+	struct mkv_pool *a, *b;
+	char dir[4096];
+
+	evicting_pool(64, &a);
+	snprintf(dir, sizeof(dir), "%s/second", tu_dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	TU_OK(tu_pool_create(dir, 64 * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS, &b));
+	TU_OK(mkv_pool_set_watermarks(b, 10, 20));
+	snprintf(r.servers, sizeof(r.servers), "%s", servers);
+	snprintf(r.prefix, sizeof(r.prefix), "n%d.%u", (int)getpid(), round_no++);
+	TU_OK(mkv_remote_set(a, &r));
+	strcat(r.prefix, "x");
+	TU_OK(mkv_remote_set(b, &r));
+	spilled(a, "xK", 5000);
+	spilled(b, "K", 7000);
+	spilled(b, "M", 100);
+	TU_OK(mkv_fetch(a, "xK", 2));
+	TU_OK(tu_check(a, "xK", 2, 5000));
+	TU_OK(mkv_fetch(b, "K", 1));
+	TU_OK(tu_check(b, "K", 1, 7000));
+	TU_ERR(mkv_fetch(a, "xM", 2), MKV_E_NOTFOUND);
+	clean(a);
+	clean(b);
+	mkv_pool_close(&a);
+	mkv_pool_close(&b);
+}
+END_TEST
+
 static Suite *
 remote_suite(void)
 {
@@ -563,6 +798,11 @@ remote_suite(void)
 	tcase_add_test(tc, test_a_full_queue_drops_and_never_blocks);
 	tcase_add_test(tc, test_close_drops_what_is_queued);
 	tcase_add_test(tc, test_a_broken_setting_is_said_and_mended);
+	tcase_add_test(tc, test_fetch_ends_by_its_timeout_whatever_the_node_sends);
+	tcase_add_test(tc, test_a_map_of_silent_nodes_costs_one_timeout);
+	tcase_add_test(tc, test_close_of_the_holder_ends_while_a_spill_waits);
+	tcase_add_test(tc, test_nested_prefixes_share_no_keys);
+	/* last: it kills a node of the cluster the others share */
 	tcase_add_test(tc, test_a_node_killed_mid_run);
 	suite_add_tcase(s, tc);
 	return s;
