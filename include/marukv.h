@@ -433,8 +433,10 @@ MKV_EXPORT const char *mkv_coherence_name(uint32_t coherence);
  * create), MKV_E_USERS (no free client slot, the node table is full of
  * live nodes, or every reader slot of the registry is taken), MKV_E_PERM
  * (an unsafe directory or file, this host's lock directory of a
- * non-coherent pool among them, or a group the caller cannot give files
- * to), MKV_E_TIMEDOUT (another process held the pool directory's lock for
+ * non-coherent pool among them, a group the caller cannot give files
+ * to, or, with MKV_CREATE, a path whose directory changed between its
+ * making and its opening eight times in a row, or was removed while the
+ * pool was made in it), MKV_E_TIMEDOUT (another process held the pool directory's lock for
  * a minute), MKV_E_NOMEM, MKV_E_INTERNAL (an unexpected failure inside
  * LMDB or libpmem2), -EACCES (a file the caller may not open as needed;
  * the message names it) and other -errno from the filesystem.

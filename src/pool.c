@@ -22,6 +22,8 @@
 
 /* How long an open waits for another open or creation of the same pool. */
 #define DIR_LOCK_WAIT_NS (60 * 1000000000ULL)
+/* makes of the pool's directory that vanish before they are opened, tried again */
+#define DIR_CREATE_TRIES 7
 
 /*
  * Every handle runs a service thread.  A fork() while one of them is in
@@ -244,27 +246,48 @@ pool_dir_open(struct mkv_pool *p, const struct mkv_opts *opts)
 {
 	bool made = false;
 	struct stat st;
-	int rc;
+	int rc, err = 0, lerr = 0;
 
-	if (p->flags & MKV_CREATE) {
-		if (mkdir(p->path, 0700) == 0)
-			made = true;
-		else if (errno != EEXIST)
-			return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
+	/*
+	 * Made, or there already, then gone or changed before the open:
+	 * somebody else changes what is at the path (another user swapping a
+	 * link or a directory there, say).  Tried again a few times, then
+	 * refused.
+	 */
+	for (int tries = 0;; tries++) {
+		if (p->flags & MKV_CREATE) {
+			if (mkdir(p->path, 0700) == 0)
+				made = true;
+			else if (errno != EEXIST)
+				return mkv_err(-errno, "pool %s: cannot create directory: %m", p->path);
+		}
+		p->dirfd = open(p->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (p->dirfd >= 0)
+			break;
+		err = errno;
+		/* a link, or what is there now (O_NOFOLLOW says ENOTDIR for a link) */
+		lerr = lstat(p->path, &st) < 0 ? errno : 0;
+		if (!(p->flags & MKV_CREATE) || !(err == ENOENT || (err == ENOTDIR &&
+		    (lerr == ENOENT || (!lerr && S_ISDIR(st.st_mode))))))
+			break;
+		if (tries == DIR_CREATE_TRIES)
+			return mkv_err(MKV_E_PERM,
+					"pool %s: what is at the path changed each of %d times between making it and opening it: refusing it (does another user change it?)",
+					p->path, DIR_CREATE_TRIES + 1);
+		made = false;
 	}
-	p->dirfd = open(p->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (p->dirfd < 0) {
-		if (errno == ENOENT)
+		if (err == ENOENT || (err == ENOTDIR && lerr == ENOENT))
 			return mkv_err(MKV_E_NOENT, "no pool at %s", p->path);
-		if (errno == ELOOP || (errno == ENOTDIR && lstat(p->path, &st) == 0 && S_ISLNK(st.st_mode)))
+		if (err == ELOOP || (err == ENOTDIR && !lerr && S_ISLNK(st.st_mode)))
 			return mkv_err(MKV_E_PERM, "pool %s: the directory is a symbolic link: refusing to follow it",
 					p->path);
-		if (errno == ENOTDIR)
+		if (err == ENOTDIR)
 			return mkv_err(MKV_E_NOTPOOL, "pool %s: not a directory", p->path);
-		if (errno == EACCES)
+		if (err == EACCES)
 			return mkv_err(-EACCES, "pool %s: permission denied: the pool's directory is not open to this user (see SECURITY in marukv(7))",
 					p->path);
-		return mkv_err(-errno, "pool %s: %m", p->path);
+		return mkv_err(-err, "pool %s: %s", p->path, strerror(err));
 	}
 	if (fstat(p->dirfd, &st) < 0)
 		return mkv_err(-errno, "pool %s: %m", p->path);
@@ -291,6 +314,15 @@ pool_dir_open(struct mkv_pool *p, const struct mkv_opts *opts)
 	if (rc)
 		return mkv_err(rc, "pool %s: cannot lock directory: %s", p->path, strerror(-rc));
 	return 0;
+}
+
+/* Whether the pool's directory, opened, has been removed since. */
+static bool
+dir_removed(const struct mkv_pool *p)
+{
+	struct stat st;
+
+	return p && p->dirfd >= 0 && fstat(p->dirfd, &st) == 0 && st.st_nlink == 0;
 }
 
 /*
@@ -414,6 +446,10 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 	mkv_err_clear();
 	return 0;
 fail:
+	if (rc == MKV_E_NOENT && (flags & MKV_CREATE) && dir_removed(p))
+		rc = mkv_err(MKV_E_PERM,
+				"pool %s: the pool's directory was removed while the pool was made (does another user change the path?)",
+				p->path);
 	mkv_pool_close(&p);
 	return rc;
 }

@@ -53,7 +53,8 @@ readers_for(const struct mkv_super *sb)
 /*
  * The data file LMDB opened by name must be the pool's registry.mdb: in a
  * non-coherent pool that name is a link, checked before the open, and
- * this catches one changed meanwhile.
+ * this catches one changed meanwhile; in either, it catches a file put
+ * in place of the pool's own meanwhile.
  */
 static int
 env_file_check(struct mkv_pool *p)
@@ -73,18 +74,19 @@ env_file_check(struct mkv_pool *p)
 
 /*
  * The environment: LMDB opens the file `file` and its lock file
- * `file`-lock.  A coherent pool's are both in the pool's directory; a
- * non-coherent pool's lock file is in this host's lock directory
- * (lockdir.c), reached through our descriptor of it.
+ * `file`-lock, by name.  A coherent pool's are both in the pool's
+ * directory, named through our descriptor of it: the pool's path may
+ * name another directory by now (another user who renames or swaps what
+ * is there), the descriptor does not.  A non-coherent pool's lock file
+ * is in this host's lock directory (lockdir.c), reached the same way.
  */
 static int
 env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **file)
 {
 	int rc;
 
-	if ((p->reg->lockdir_fd >= 0 ?
-	     asprintf(file, "/proc/self/fd/%d/%s", p->reg->lockdir_fd, MKV_FILE_REGISTRY) :
-	     asprintf(file, "%s/%s", p->path, MKV_FILE_REGISTRY)) < 0) {
+	if (asprintf(file, "/proc/self/fd/%d/%s", p->reg->lockdir_fd >= 0 ? p->reg->lockdir_fd :
+			p->dirfd, MKV_FILE_REGISTRY) < 0) {
 		*file = NULL;
 		return mkv_err(MKV_E_NOMEM, "registry: out of memory");
 	}
@@ -101,7 +103,7 @@ env_new(struct mkv_pool *p, const struct mkv_super *sb, unsigned flags, char **f
 				p->path, mdb_strerror(rc));
 	if (rc)
 		return mkv_reg_err(rc, "registry: mdb_env_open");
-	return p->reg->lockdir_fd >= 0 ? env_file_check(p) : 0;
+	return env_file_check(p);
 }
 
 /* A table's name: "marukv." and its own, padded with '.' to MKV_TABLE_NAME_LEN. */

@@ -524,6 +524,67 @@ START_TEST(test_symlinked_pool_path_of_another_user_is_not_followed)
 }
 END_TEST
 
+/*
+ * Another user keeps swapping what is at the pool's path in its own
+ * directory: a link to a directory of ours, nothing, a directory of its
+ * own, nothing.  400 opens with MKV_CREATE meanwhile: each succeeds (a
+ * pool of ours, which the swapper then renames away) or is refused with
+ * MKV_E_PERM; never MKV_E_NOENT, which is for opens without create (17
+ * of 400 were, when a directory that vanished before its open was taken
+ * for no pool), and nothing is made through the link.
+ */
+START_TEST(test_create_while_another_user_swaps_the_path)
+{
+	char *home, *victim = path_in(tu_dir, "victim"), *path, *away;
+	int *stop = tu_shared(sizeof(int)), codes[2] = { 0 };
+	pid_t pid;
+
+	SKIP_UNLESS_USERS();
+	ck_assert_int_eq(mkdir(victim, 0700), 0);
+	home = home_of(out_name);
+	ck_assert_int_eq(chmod(home, 0755), 0);
+	path = path_in(home, "pool");
+	away = path_in(home, "away");
+	pid = tu_fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (become(out_name) < 0)
+			_exit(98);
+		for (unsigned n = 0; !__atomic_load_n(stop, __ATOMIC_ACQUIRE); n++) {
+			char aside[4096];
+
+			(void)!symlink(victim, path);
+			(void)!unlink(path);
+			(void)!mkdir(path, 0700);
+			(void)!rmdir(path);
+			/* a pool the opener made (or is making): out of the way, the race goes on */
+			snprintf(aside, sizeof(aside), "%s.%u", away, n);
+			(void)!rename(path, aside);
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < 400; i++) {
+		struct mkv_pool *pool = NULL;
+		int rc = open_pool(path, MKV_CREATE, (gid_t)-1, NULL, &pool);
+
+		mkv_pool_close(&pool);
+		ck_assert_msg(rc == 0 || rc == MKV_E_PERM, "open %d of 400 with MKV_CREATE while "
+				"another user swaps the path: %d (%s): \"%s\"", i, rc, mkv_strerror(rc),
+				mkv_errormsg());
+		codes[rc == 0 ? 0 : 1]++;
+	}
+	__atomic_store_n(stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(tu_reap(pid, 10), 0);
+	ck_assert_msg(rmdir(victim) == 0, "something was made through the link");
+	fprintf(stderr, "# racing creates: %d opened, %d refused\n", codes[0], codes[1]);
+	tu_shared_free(stop, sizeof(int));
+	free(away);
+	free(path);
+	free(home);
+	free(victim);
+}
+END_TEST
+
 /* ---- unsafe directories and files of the caller's own ---- */
 
 START_TEST(test_symlinked_pool_path_is_refused)
@@ -1375,6 +1436,7 @@ security_suite(void)
 	tcase_add_test(tc, test_symlinked_node_lock_is_not_followed);
 	tcase_add_test(tc, test_symlinked_super_is_not_followed);
 	tcase_add_test(tc, test_symlinked_pool_path_of_another_user_is_not_followed);
+	tcase_add_test(tc, test_create_while_another_user_swaps_the_path);
 	tcase_add_test(tc, test_symlinked_pool_path_is_refused);
 	tcase_add_test(tc, test_world_writable_pool_dir_is_refused);
 	tcase_add_test(tc, test_planted_files_in_own_dir_are_refused);
