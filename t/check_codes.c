@@ -414,13 +414,19 @@ START_TEST(test_writer_lock_held_is_timedout)
 {
 	struct mkv_pool *pool;
 	struct mkv_buf b, more;
+	double t;
 	int fd;
 
 	cd_create(tu_path);
 	TU_OK(tu_open(tu_path, 0, &cd_opts, &pool));
 	TU_OK(mkv_alloc(pool, PAGE, &b));
 	fd = tu_lock_writers(tu_path);
+	t = tu_now();
 	TU_ERR(mkv_alloc(pool, BIG, &more), MKV_E_TIMEDOUT);
+	t = tu_now() - t;
+	/* marukv(7) GUARANTEES: a quarter lease period for the registry's write lock */
+	ck_assert_msg(t >= 0.9 * cd_opts.lease_ms / 4000 && t < 3.0 * cd_opts.lease_ms / 4000,
+			"mkv_alloc gave up after %.3f s, lease period %u ms", t, cd_opts.lease_ms);
 	TU_ERR(tu_put(pool, "p", 1, BIG), MKV_E_TIMEDOUT);
 	TU_ERR(mkv_publish(pool, "q", 1, &b), MKV_E_TIMEDOUT);
 	ck_assert_ptr_nonnull(b.data);
@@ -443,6 +449,7 @@ START_TEST(test_holder_that_cannot_write_is_timedout)
 	struct tu_child h = TU_CHILD_NONE;
 	struct mkv_pool *pool;
 	struct mkv_buf b;
+	double t;
 	int fd;
 
 	cd_create(tu_path);
@@ -451,7 +458,13 @@ START_TEST(test_holder_that_cannot_write_is_timedout)
 	TU_OK(tu_open(tu_path, 0, &cd_opts, &pool));
 	TU_OK(mkv_alloc(pool, PAGE, &b));
 	fd = tu_lock_writers(tu_path);
+	t = tu_now();
 	TU_ERR(mkv_publish(pool, "late", 4, &b), MKV_E_TIMEDOUT);
+	t = tu_now() - t;
+	/* marukv(7) GUARANTEES: 30 lease periods for an answer of the holder */
+	ck_assert_msg(t >= 0.95 * 30 * cd_opts.lease_ms / 1000 &&
+			t < 1.2 * 30 * cd_opts.lease_ms / 1000,
+			"mkv_publish gave up after %.3f s, lease period %u ms", t, cd_opts.lease_ms);
 	ck_assert(tu_is_zero(&b, sizeof(b)));
 	close(fd);
 	ck_assert(TU_UNTIL(mkv_exists(pool, "late", 4) == 1, 10));
