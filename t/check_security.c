@@ -491,18 +491,29 @@ START_TEST(test_symlinked_super_is_not_followed)
 }
 END_TEST
 
+/*
+ * A directory of ours, *victim, and the outsider's home, *home (0755): the
+ * path of a pool in that home, which the outsider controls.
+ */
+static char *
+outsider_pool_path(char **victim, char **home)
+{
+	*victim = path_in(tu_dir, "victim");
+	ck_assert_int_eq(mkdir(*victim, 0700), 0);
+	*home = home_of(out_name);
+	ck_assert_int_eq(chmod(*home, 0755), 0);
+	return path_in(*home, "pool");
+}
+
 /* The pool path itself a link (in the outsider's own directory) to root's directory. */
 START_TEST(test_symlinked_pool_path_of_another_user_is_not_followed)
 {
 	struct mkv_pool *pool = (struct mkv_pool *)&pool;
-	char *home, *victim = path_in(tu_dir, "victim"), *link;
+	char *home, *victim, *link;
 	int rc;
 
 	SKIP_UNLESS_USERS();
-	ck_assert_int_eq(mkdir(victim, 0700), 0);
-	home = home_of(out_name);
-	ck_assert_int_eq(chmod(home, 0755), 0);
-	link = path_in(home, "pool");
+	link = outsider_pool_path(&victim, &home);
 	{
 		pid_t pid = tu_fork();
 
@@ -535,15 +546,12 @@ END_TEST
  */
 START_TEST(test_create_while_another_user_swaps_the_path)
 {
-	char *home, *victim = path_in(tu_dir, "victim"), *path, *away;
+	char *home, *victim, *path, *away;
 	int *stop = tu_shared(sizeof(int)), codes[2] = { 0 };
 	pid_t pid;
 
 	SKIP_UNLESS_USERS();
-	ck_assert_int_eq(mkdir(victim, 0700), 0);
-	home = home_of(out_name);
-	ck_assert_int_eq(chmod(home, 0755), 0);
-	path = path_in(home, "pool");
+	path = outsider_pool_path(&victim, &home);
 	away = path_in(home, "away");
 	pid = tu_fork();
 	ck_assert_int_ge(pid, 0);

@@ -176,17 +176,23 @@ check "not frames at all: exit 1, stopped at 0, nothing imported (got $rc)" json
 	"$tmp/s5.json" "$rc == 1 and o['stopped'] and o['imported'] == 0 and o['offset'] == 0"
 check "... says it is not MRDN" grep -q "offset 0: .*not an MRDN frame" "$tmp/s5.err"
 
-# a frame larger than the pool's arena is read past, not held
-"$py" - "$tmp/big.mrdn" "$tmp/text.mrdn" <<'EOF'
+# big_frame OUT KEYLEN VALUELEN: a frame of a zero value of VALUELEN
+# bytes under a key of KEYLEN bytes, then the frames of text.mrdn, in OUT
+big_frame() {
+	"$py" - "$1" "$2" "$3" "$tmp/text.mrdn" <<'EOF'
 import struct, subprocess, sys
-key, value = b"big", bytes(3 << 20)
+key, value = b"k" * int(sys.argv[2]), bytes(int(sys.argv[3]))
 body = b"MKVB" + struct.pack("<HHQQQ", 1, len(key), len(value), 0, 0) + key + value
 h = subprocess.run(["b3sum", "--length", "16", "--raw", "-"], input=body,
                    capture_output=True, check=True).stdout
 with open(sys.argv[1], "wb") as f:
     f.write(b"MRDN" + struct.pack("<IIB3x", 1, len(body), 0) + h + body)
-    f.write(open(sys.argv[2], "rb").read())
+    f.write(open(sys.argv[4], "rb").read())
 EOF
+}
+
+# a frame larger than the pool's arena is read past, not held
+big_frame "$tmp/big.mrdn" 3 $((3 << 20))
 "$load" -c --data-size 1m --json "$tmp/s6" <"$tmp/big.mrdn" >"$tmp/s6.json" 2>"$tmp/s6.err"
 rc=$?
 check "a frame larger than the pool is passed over: exit 1 (got $rc)" json "$tmp/s6.json" \
@@ -194,16 +200,7 @@ check "a frame larger than the pool is passed over: exit 1 (got $rc)" json "$tmp
 
 # a value one byte longer than the arena, behind a long key: the frame is
 # shorter than arena, key and headers, so it is read, then passed over
-"$py" - "$tmp/edge.mrdn" "$tmp/text.mrdn" <<'EOF'
-import struct, subprocess, sys
-key, value = b"k" * 500, bytes((1 << 20) + 1)
-body = b"MKVB" + struct.pack("<HHQQQ", 1, len(key), len(value), 0, 0) + key + value
-h = subprocess.run(["b3sum", "--length", "16", "--raw", "-"], input=body,
-                   capture_output=True, check=True).stdout
-with open(sys.argv[1], "wb") as f:
-    f.write(b"MRDN" + struct.pack("<IIB3x", 1, len(body), 0) + h + body)
-    f.write(open(sys.argv[2], "rb").read())
-EOF
+big_frame "$tmp/edge.mrdn" 500 $(((1 << 20) + 1))
 "$load" -c --data-size 1m --json "$tmp/s7" <"$tmp/edge.mrdn" >"$tmp/s7.json" 2>"$tmp/s7.err"
 rc=$?
 check "a value just longer than the arena is passed over: exit 1 (got $rc)" json \
