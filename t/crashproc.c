@@ -213,8 +213,8 @@ cd_log(enum mkv_log_level level, const char *msg, void *arg)
 	unsigned long long n;
 
 	(void)arg;
-	/* who took which slot or lease when: the evidence of a trial that fails */
-	if (strstr(msg, "slot") || strstr(msg, "lease"))
+	/* who took which slot, lease or node entry when: the evidence of a trial that fails */
+	if (strstr(msg, "slot") || strstr(msg, "lease") || strstr(msg, "node table"))
 		fprintf(stderr, "# %.3f child %d (pid %d): %s\n", tu_now(), me, (int)getpid(), msg);
 	if (strstr(msg, "lease taken"))
 		__atomic_add_fetch(&sh->lease_taken, 1, __ATOMIC_RELAXED);
