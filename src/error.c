@@ -28,11 +28,14 @@ mkv_err_clear(void)
 int
 mkv_err(int code, const char *fmt, ...)
 {
+	char msg[sizeof(errmsg)];
 	va_list ap;
 
+	/* formatted aside first: an argument may be the message itself (mkv_errormsg()) */
 	va_start(ap, fmt);
-	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(errmsg, msg, sizeof(errmsg));
 	return code;
 }
 

@@ -129,6 +129,37 @@ START_TEST(test_errormsg_set_after_failure)
 }
 END_TEST
 
+/*
+ * A message built from the one before it (a parent key too long, a bad
+ * key of a batch) says each part once: it used to be formatted over its
+ * own argument.
+ */
+START_TEST(test_errormsg_built_on_the_last_one)
+{
+	static const char want_parent[] = "mkv_publish_chain: parent: key length 511 out of "
+		"range (1 to 510)";
+	static const char want_key[] = "mkv_get_batch: key 1: key length 0 out of range "
+		"(1 to 510)";
+	struct mkv_key keys[2] = { { "a", 1 }, { "b", 0 } };
+	struct mkv_view views[2];
+	struct mkv_pool *pool;
+	struct mkv_buf b;
+	char parent[511];
+	size_t found;
+
+	memset(parent, 'p', sizeof(parent));
+	TU_OK(tu_pool_create(tu_dir, 64 * TU_PAGE_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS, &pool));
+	TU_OK(mkv_alloc(pool, 1, &b));
+	TU_ERR(mkv_publish_chain(pool, parent, sizeof(parent), &(struct mkv_key){ "k", 1 }, &b, 1),
+			MKV_E_INVAL);
+	ck_assert_str_eq(mkv_errormsg(), want_parent);
+	TU_ERR(mkv_get_batch(pool, keys, 2, 0, views, &found), MKV_E_INVAL);
+	ck_assert_str_eq(mkv_errormsg(), want_key);
+	TU_OK(mkv_abort(pool, &b));
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 static void *
 thread_fail(void *arg)
 {
@@ -196,6 +227,7 @@ error_suite(void)
 	tcase_add_test(tc, test_errormsg_empty_after_success);
 	tcase_add_test(tc, test_errormsg_set_after_failure);
 	tcase_add_test(tc, test_errormsg_is_per_thread);
+	tcase_add_test(tc, test_errormsg_built_on_the_last_one);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("version");
