@@ -857,8 +857,7 @@ MKV_EXPORT int mkv_remote_get(struct mkv_pool *pool, struct mkv_remote *r);
  * it (mkv_frame_parse(), and that it holds @p key) and import it.  0 if the
  * key is in the pool afterwards, already or now; a round trip to a node
  * only if it was not.  The cluster's part ends within the tier's
- * timeout, whatever its nodes do; fetches of one handle are made one at a
- * time, so one may first wait for another's.
+ * timeout, whatever its nodes do, however many threads fetch at once.
  * Errors: MKV_E_NOTFOUND (no tier, or no frame of the key in it),
  * MKV_E_REMOTE (the cluster did not answer within the tier's timeout,
  * answered an error, or announced a reply longer than the largest frame

@@ -500,7 +500,8 @@ scan(struct mkv_rc *c, const struct rc_node *n, struct rc_scan *s, size_t limit,
 				break;
 			if ((uint64_t)v + 2 > room)
 				return node_fail(c, n, "%s: a reply announcing %lld bytes, more than "
-						"the %zu this command takes", what, v, limit);
+						"the %zu it could take there", what, v,
+						room >= 2 ? room - 2 : 0);
 			if (n->inlen < end + (size_t)v + 2)
 				return 0;
 			if (memcmp(n->in + end + v, "\r\n", 2) != 0)
@@ -617,11 +618,26 @@ node_do(struct mkv_rc *c, struct rc_node *n, const struct rc_req *q, bool asking
 }
 
 /*
+ * Whether kept connection n is out of step: bytes came that no request
+ * asked for (a reply too many, kept from the last command or arrived
+ * since), or the node closed it.  Its next reply would not be the next
+ * request's.
+ */
+static bool
+stray(struct rc_node *n)
+{
+	struct pollfd pf = { .fd = n->ctx->fd, .events = POLLIN };
+
+	return n->inlen > 0 || poll(&pf, 1, 0) != 0;
+}
+
+/*
  * Request q on node i, connected first if need be: its reply in *out; 0,
  * or -1 with c->why.  A connection kept from before that turns out dead
  * (the node restarted, or closed it while idle) is made again and the
  * request sent again, once per command (*redone); not one that timed
  * out: the node is there but slow, and another try would double the wait.
+ * One out of step (stray()) is made again before the request goes.
  */
 static int
 exchange(struct mkv_rc *c, unsigned i, const struct rc_req *q, bool asking, bool *redone,
@@ -630,9 +646,12 @@ exchange(struct mkv_rc *c, unsigned i, const struct rc_req *q, bool asking, bool
 	struct rc_node *n = &c->nodes[i];
 
 	for (;;) {
-		bool kept = n->ctx != NULL;
+		bool kept;
 		int rc;
 
+		if (n->ctx && stray(n))
+			node_drop(n);
+		kept = n->ctx != NULL;
 		if (node_connect(c, n))
 			return -1;
 		if ((rc = node_do(c, n, q, asking, out)) == 0) {
@@ -1039,8 +1058,8 @@ mkv_rc_get(struct mkv_rc *c, const void *key, size_t klen, size_t max, void **va
 	*val = NULL;
 	*len = 0;
 	req_key(&q, "GET", key, klen, NULL, 0, 0, 0);
-	/* "$<max>\r\n", the value, "\r\n" */
-	q.limit = max + 32;
+	/* "$<max>\r\n", max bytes, "\r\n": a longer value takes more */
+	q.limit = max + (size_t)snprintf(NULL, 0, "$%zu\r\n", max) + 2;
 	if (run(c, mkv_rc_slot(key, klen), &q, &r, &from))
 		return rc_failed(c);
 	if (r->type == REDIS_REPLY_NIL) {

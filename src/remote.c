@@ -468,6 +468,7 @@ mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 	struct mkv_slot *slot;
 	void *buf = NULL;
 	size_t len = 0;
+	bool shared;
 	int rc;
 
 	mkv_err_clear();
@@ -481,17 +482,39 @@ mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 		return mkv_err(MKV_E_NOTFOUND, "pool %s: no such key, and no remote tier", pool->path);
 	slot = &pool->slots[pool->slot];
 	count(pool, &slot->fetches, 1);
-	pthread_mutex_lock(&r->fetch_lock);
-	if (!(rc = client_for(&c, &r->fetch_rc, &r->fetch_gen, -1)))
-		rc = mkv_rc_get(r->fetch_rc, rkey, redis_key(&c, key, klen, rkey),
-				frame_max(pool), &buf, &len);
-	pthread_mutex_unlock(&r->fetch_lock);
+	/*
+	 * The handle's client, kept connected; a fetch that finds it busy
+	 * (another thread's fetch) makes one of its own for this once rather
+	 * than wait: each fetch ends within the timeout, however many overlap.
+	 */
+	if ((shared = pthread_mutex_trylock(&r->fetch_lock) == 0)) {
+		if (!(rc = client_for(&c, &r->fetch_rc, &r->fetch_gen, -1)))
+			rc = mkv_rc_get(r->fetch_rc, rkey, redis_key(&c, key, klen, rkey),
+					frame_max(pool), &buf, &len);
+		pthread_mutex_unlock(&r->fetch_lock);
+	} else {
+		struct mkv_rc *mine = NULL;
+		uint64_t gen = 0;
+
+		if (!(rc = client_for(&c, &mine, &gen, -1)))
+			rc = mkv_rc_get(mine, rkey, redis_key(&c, key, klen, rkey), frame_max(pool),
+					&buf, &len);
+		mkv_rc_close(mine);
+	}
 	if (rc == MKV_E_NOTFOUND) {
 		count(pool, &slot->fetch_misses, 1);
 		return mkv_err(rc, "pool %s: no such key, in the pool or its remote tier", pool->path);
 	}
-	if (!rc)
-		rc = fetched(pool, key, klen, buf, len);
+	if (!rc && (rc = fetched(pool, key, klen, buf, len)) && shared) {
+		/*
+		 * A frame refused may be another command's reply, arrived late
+		 * on a connection out of step: the next fetch starts afresh.
+		 */
+		pthread_mutex_lock(&r->fetch_lock);
+		mkv_rc_close(r->fetch_rc);
+		r->fetch_rc = NULL;
+		pthread_mutex_unlock(&r->fetch_lock);
+	}
 	free(buf);
 	count(pool, rc ? &slot->fetch_errors : &slot->fetch_hits, 1);
 	return rc;

@@ -9,6 +9,7 @@
  * fetches of its keys fail within the timeout while the pool and the
  * other nodes' keys go on.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -713,6 +714,84 @@ START_TEST(test_a_map_of_silent_nodes_costs_one_timeout)
 }
 END_TEST
 
+/* A thread's fetches, each timed: the worst in *worst (seconds). */
+struct fetcher {
+	struct mkv_pool *p;
+	double worst;
+	int bad;
+};
+
+static void *
+fetch_loop(void *arg)
+{
+	struct fetcher *f = arg;
+
+	for (int i = 0; i < 6; i++) {
+		double t = tu_now();
+
+		f->bad += mkv_fetch(f->p, "val", 3) != MKV_E_REMOTE;
+		t = tu_now() - t;
+		f->worst = t > f->worst ? t : f->worst;
+	}
+	return NULL;
+}
+
+/*
+ * Three threads fetch from one handle while the node stalls every reply,
+ * with a 200 ms timeout: each fetch ends by its own timeout, none waits
+ * for the others' (they used to queue behind one lock, and the worst
+ * took 2.4 s).
+ */
+START_TEST(test_fetches_of_threads_each_end_by_the_timeout)
+{
+	const uint32_t timeout = 200;
+	struct mkv_pool *p;
+	struct tp_proxy *tp = proxied_pool(&p, timeout);
+	struct fetcher f[3] = { { p, 0, 0 }, { p, 0, 0 }, { p, 0, 0 } };
+	pthread_t th[3];
+
+	spilled(p, "val", 100);
+	tp_mode(tp, TP_STALL);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, fetch_loop, &f[i]), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_msg(f[i].bad == 0, "thread %d: %d fetches not MKV_E_REMOTE", i, f[i].bad);
+		ck_assert_msg(f[i].worst < 2.0 * timeout / 1000, "thread %d: a fetch took %.3f s "
+				"(timeout %u ms)", i, f[i].worst, timeout);
+	}
+	clean(p);
+	mkv_pool_close(&p);
+	tp_stop(tp);
+}
+END_TEST
+
+/*
+ * A node that sends every reply twice: the second is nobody's, and the
+ * next command does not take it for its own (it used to: every later
+ * fetch got the previous one's frame, "of another key").
+ */
+START_TEST(test_a_reply_nobody_asked_for_is_not_taken)
+{
+	struct mkv_pool *p;
+	struct tp_proxy *tp = proxied_pool(&p, TIMEOUT_MS);
+	static const char *const key[] = { "k1", "k2", "k3" };
+
+	for (int i = 0; i < 3; i++)
+		spilled(p, key[i], 1000 + 700 * (size_t)i);
+	tp_mode(tp, TP_TWICE);
+	for (int i = 0; i < 3; i++) {
+		int rc = mkv_fetch(p, key[i], 2);
+
+		ck_assert_msg(rc == 0, "fetch %d of %s: %d: %s", i, key[i], rc, mkv_errormsg());
+		TU_OK(tu_check(p, key[i], 2, 1000 + 700 * (size_t)i));
+	}
+	clean(p);
+	mkv_pool_close(&p);
+	tp_stop(tp);
+}
+END_TEST
+
 /*
  * The lease holder closes while its spilling thread waits inside a reply
  * that never ends (a status line a byte every 50 ms), with a 10 s tier
@@ -800,6 +879,8 @@ remote_suite(void)
 	tcase_add_test(tc, test_a_broken_setting_is_said_and_mended);
 	tcase_add_test(tc, test_fetch_ends_by_its_timeout_whatever_the_node_sends);
 	tcase_add_test(tc, test_a_map_of_silent_nodes_costs_one_timeout);
+	tcase_add_test(tc, test_fetches_of_threads_each_end_by_the_timeout);
+	tcase_add_test(tc, test_a_reply_nobody_asked_for_is_not_taken);
 	tcase_add_test(tc, test_close_of_the_holder_ends_while_a_spill_waits);
 	tcase_add_test(tc, test_nested_prefixes_share_no_keys);
 	/* last: it kills a node of the cluster the others share */

@@ -201,6 +201,19 @@ answer(struct tp_proxy *tp, int fd, int mode, const char *b, size_t len)
 	case TP_CUT:
 		put(fd, b, len / 2);
 		return false;
+	case TP_TWICE: {
+		/* in one write, as a node that answered twice would */
+		char *two = malloc(2 * len + 1);
+		bool ok = two != NULL;
+
+		if (ok) {
+			memcpy(two, b, len);
+			memcpy(two + len, b, len);
+			ok = put(fd, two, 2 * len);
+		}
+		free(two);
+		return ok;
+	}
 	case TP_HUGE:
 	case TP_GIGA:
 		if (!put(fd, mode == TP_HUGE ? huge : giga, mode == TP_HUGE ? sizeof(huge) - 1 :

@@ -23,6 +23,7 @@ enum tp_mode {
 	TP_ENDLESS,     /* a status line that never ends: "+", then an 'O' every 50 ms */
 	TP_SILENT_MAP,  /* CLUSTER SLOTS: every slot on one of 100 nodes that never answer */
 	TP_DEAD,        /* nothing answered, CLUSTER SLOTS included, while the connection lasts */
+	TP_TWICE,       /* the reply twice, in one write: the second asked for by nobody */
 };
 
 struct tp_proxy;
