@@ -30,8 +30,8 @@
 #define NODES 3U
 #define TIMEOUT_MS 2000U
 #define MIB (1U << 20)
-/* the longest value a GET here takes */
-#define GET_MAX (64U * MIB)
+/* the longest value a GET here takes: more than the largest one set */
+#define GET_MAX (128U * MIB)
 
 static char servers[256];
 

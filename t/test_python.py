@@ -1383,8 +1383,9 @@ def test_evicted_values_spill_and_fetch_back(pool, cluster):
     st = pool.stat()
     assert st["remote_spill_bytes"] == sum(map(len, values.values()))
     assert (st["remote_drops"], st["remote_spill_errors"]) == (0, 0)
-    assert cluster.keys() == {b"t:" + k for k in values}
-    frame = cluster.get(b"t:k1")
+    # a Redis key is the prefix, a NUL, the key (marukv(7), REMOTE TIER)
+    assert cluster.keys() == {b"t:\0" + k for k in values}
+    frame = cluster.get(b"t:\0k1")
     assert frame[:4] == b"MRDN" and frame[12] == 7
     assert not pool.exists(b"k0")
     assert pool.fetch(b"k0") is None
@@ -1396,16 +1397,16 @@ def test_evicted_values_spill_and_fetch_back(pool, cluster):
         marukv.FrameVersion: frame[:4] + b"\x02" + frame[5:],
         marukv.FrameShort: frame[:40],
         marukv.FrameChecksum: frame[:-1] + bytes([frame[-1] ^ 1]),
-        marukv.FrameBody: cluster.get(b"t:k3"),      # the frame of another key
+        marukv.FrameBody: cluster.get(b"t:\0k3"),      # the frame of another key
     }
     for cls, data in damaged.items():
-        cluster.set(b"t:k1", data)
+        cluster.set(b"t:\0k1", data)
         with pytest.raises(cls) as e:
             pool.fetch(b"k1")
         assert isinstance(e.value, marukv.BadFrame) and e.value.code == getattr(
             marukv, "E_FRAME_" + cls.__name__[5:].upper())
         assert not pool.exists(b"k1")
-    cluster.set(b"t:k1", frame)
+    cluster.set(b"t:\0k1", frame)
     pool.fetch(b"k1")
     assert bytes(pool.get(b"k1")) == values[b"k1"]
     st = pool.stat()
