@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: MIT
+"""marukv.vllm.MarukvConnector driven as vLLM drives it (t/vllm_harness.py),
+over real pools in /dev/shm, with engines in processes of their own."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+
+import marukv
+import vllm_harness as vh
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture
+def pool():
+    d = tempfile.mkdtemp(prefix="marukv-vllm.", dir="/dev/shm")
+    path = os.path.join(d, "pool")
+    marukv.Pool(path, create=True, data_size=32 << 20, page_size=4096).close()
+    yield path
+    shutil.rmtree(d)
+
+
+PROMPT = [(i * 37 + 11) % 1000 for i in range(22)]
+
+
+def check_loaded(engine, req):
+    """Every layer of every loaded token holds what the model computes."""
+    for pos in range(engine.loaded[req.request_id]):
+        for layer in engine.caches:
+            want, got = engine.expect(req, pos, layer)
+            assert torch.equal(want, got), (req.request_id, pos, layer)
+
+
+def other_engine(pool, prompt, seed, dtype="float16", kv_first=False, tp=(0, 1)):
+    """Run prompt in an engine of a process of its own, with PYTHONHASHSEED=seed:
+    how many tokens it loaded, after checking every byte of them."""
+    code = (
+        "import sys, torch; sys.path.insert(0, %r)\n"
+        "import vllm_harness as vh\n"
+        "e = vh.Engine(%r, dtype=torch.%s, kv_first=%r, tp=%r)\n"
+        "r = vh.Request('b', %r, max_tokens=1)\n"
+        "e.add(r); e.step()\n"
+        "for pos in range(e.loaded['b']):\n"
+        "    for layer in e.caches:\n"
+        "        want, got = e.expect(r, pos, layer)\n"
+        "        assert torch.equal(want, got), (pos, layer)\n"
+        "print(e.loaded['b'], sorted(e.load_errors))\n"
+        "e.close()\n" % (HERE, pool, dtype, kv_first, tp, list(prompt)))
+    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    loaded, errors = r.stdout.split(" ", 1)
+    assert errors.strip() == "[]"
+    return int(loaded)
+
+
+@pytest.mark.parametrize("dtype,kv_first", [("float16", False), ("bfloat16", False),
+                                            ("float16", True)])
+def test_a_second_engine_loads_what_the_first_saved(pool, dtype, kv_first):
+    e = vh.Engine(pool, dtype=getattr(torch, dtype), kv_first=kv_first)
+    e.run(vh.Request("a", PROMPT, max_tokens=4))
+    e.close()
+    # the same prompt and 3 more tokens, in another process with another hash
+    # seed and the other cache layout: blocks 0-4 (tokens 0-19) are the first
+    # engine's, block 5 held its outputs
+    assert other_engine(pool, PROMPT + [1, 2, 3], seed=4242, dtype=dtype,
+                        kv_first=not kv_first) == 20
+
+
+def test_another_dtype_or_rank_never_hits(pool):
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT, max_tokens=2))
+    e.close()
+    for kw, want in (({}, 20), ({"dtype": torch.bfloat16}, 0), ({"tp": (0, 2)}, 0),
+                     ({"tp": (1, 2)}, 0), ({"heads": 4}, 0), ({"block_size": 2}, 0),
+                     ({"model": "m2"}, 0), ({"extra": {"namespace": "other"}}, 0)):
+        f = vh.Engine(pool, **kw)
+        r = vh.Request("b", PROMPT, max_tokens=1)
+        got = f.scheduler.get_num_new_matched_tokens(r, 0)
+        f.close()
+        assert got == (want, False), kw
+
+
+def test_never_the_partial_block_nor_the_last_token(pool):
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT[:8], max_tokens=6))
+    for n, want in ((8, 4), (9, 8), (7, 4), (4, 0), (12, 8)):
+        r = vh.Request("p%d" % n, PROMPT[:n] if n <= 8 else PROMPT[:8] + [999] * (n - 8),
+                       max_tokens=1)
+        ext, load_async = e.scheduler.get_num_new_matched_tokens(r, 0)
+        assert (ext, load_async) == (want, False), n
+    e.close()
+
+
+def saved_prompt(pool):
+    """An engine that has saved PROMPT's blocks 0-4, and a function that
+    deletes block i's key from the pool."""
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    prefix = e.worker._prefix(0)
+    hashes = vh.marukv.vllm.chain(PROMPT, e.bs, vh.marukv.vllm._extra(vh.Request("x", [])))
+
+    def drop(i):
+        with marukv.Pool(pool) as p:
+            p.delete(prefix + hashes[i])
+    return e, drop
+
+
+def test_a_prefix_partly_evicted_is_found_up_to_the_gap(pool):
+    e, drop = saved_prompt(pool)
+    drop(2)
+    r = vh.Request("b", PROMPT, max_tokens=1)
+    assert e.scheduler.get_num_new_matched_tokens(r, 0) == (8, False)
+    # vLLM's own prefix cache holding the first 8 tokens: nothing more to load
+    assert e.scheduler.get_num_new_matched_tokens(r, 8) == (0, False)
+    e.close()
+
+
+def test_a_block_gone_before_its_load_is_reported_not_used(pool):
+    e, drop = saved_prompt(pool)
+    r = vh.Request("b", PROMPT, max_tokens=1)
+    e.add(r)
+    so = e._schedule()
+    assert e.loaded["b"] == 20
+    drop(3)
+    before = {layer: [t.clone() for t in e._block(layer, r.block_ids[3])] for layer in e.caches}
+    e.worker.bind_connector_metadata(so.kv_connector_metadata)
+    e.worker.start_load_kv(None)
+    errors = e.worker.get_block_ids_with_load_errors()
+    e.worker.clear_connector_metadata()
+    # block 3 and the one after it: vLLM recomputes them
+    assert errors == set(r.block_ids[3:5])
+    for pos in range(12):
+        for layer in e.caches:
+            want, got = e.expect(r, pos, layer)
+            assert torch.equal(want, got)
+    # the connector left the failed block as it was
+    for layer in e.caches:
+        k, v = e._block(layer, r.block_ids[3])
+        assert torch.equal(k, before[layer][0]) and torch.equal(v, before[layer][1])
+    e.close()
+
+
+def test_a_preempted_request_loads_its_own_blocks_back(pool):
+    e = vh.Engine(pool)
+    r = vh.Request("a", PROMPT, max_tokens=8)
+    e.add(r)
+    e.step()
+    e.step()
+    e.preempt(r)
+    e.step()
+    # resumed: what it had saved comes back from the pool into its new blocks
+    assert e.loaded["a"] == 20
+    check_loaded(e, r)
+    while r in e.running:
+        e.step()
+    e.close()
+
+
+def test_copies_go_straight_between_the_cache_and_pool_pages(pool):
+    """The save's destination and the load's source are the pool's mapping."""
+    e = vh.Engine(pool)
+    seen = []
+    w = e.worker
+
+    def ranges():
+        want = os.path.realpath(os.path.join(pool, "data"))
+        with open("/proc/self/maps") as f:
+            return [tuple(int(x, 16) for x in line.split()[0].split("-"))
+                    for line in f if line.split()[-1] == want]
+
+    real_alloc, real_batch = w._pool.alloc, w._pool.get_batch
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def alloc(self, n):
+            b = real_alloc(n)
+            t = torch.frombuffer(b, dtype=torch.uint8)
+            seen.append(("save", t.data_ptr(), n))
+            del t
+            return b
+
+        def get_batch(self, keys):
+            views = real_batch(keys)
+            for v in views:
+                if v is not None:
+                    t = torch.frombuffer(v, dtype=torch.uint8)
+                    seen.append(("load", t.data_ptr(), len(v)))
+                    del t
+            return views
+
+    real = w._pool
+    w._pool = Spy()
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    e.run(vh.Request("b", PROMPT, max_tokens=1))
+    w._pool = real
+    maps = ranges()
+    kinds = {k for k, _, _ in seen}
+    assert kinds == {"save", "load"}
+    for kind, addr, n in seen:
+        assert any(lo <= addr and addr + n <= hi for lo, hi in maps), (kind, hex(addr))
+    e.close()
