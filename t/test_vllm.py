@@ -209,3 +209,56 @@ def test_copies_go_straight_between_the_cache_and_pool_pages(pool):
     for kind, addr, n in seen:
         assert any(lo <= addr and addr + n <= hi for lo, hi in maps), (kind, hex(addr))
     e.close()
+
+
+def run_code(code, pool):
+    """Run code in a process of its own (sys.path set for the harness); its output."""
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r)\n" % HERE
+                        + code], env=dict(os.environ, POOL=pool), capture_output=True,
+                       text=True, timeout=120)
+    return r
+
+
+def test_the_scheduler_side_alone_in_another_process(pool):
+    """vLLM's scheduler lives in a process with no KV cache: a scheduler-side
+    connector there, its pool opened read-only, sees the worker's blocks."""
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    r = run_code(
+        "import os, vllm_harness as vh\n"
+        "from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole\n"
+        "vllm_config, kv_cache_config = vh.configs(os.environ['POOL'])\n"
+        "s = vh.marukv.vllm.MarukvConnector(vllm_config, KVConnectorRole.SCHEDULER,\n"
+        "                                   kv_cache_config)\n"
+        "print(s.get_num_new_matched_tokens(vh.Request('b', %r), 0))\n"
+        "s.shutdown()\n" % PROMPT, pool)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "(20, False)"
+    e.close()
+
+
+def test_a_worker_killed_inside_a_save_leaves_nothing_half_visible(pool):
+    """SIGKILL between the copies into pool pages and the publish: no key of
+    the request is found, the pool verifies clean, and a reclaim gives the
+    pages back."""
+    r = run_code(
+        "import os, signal, vllm_harness as vh\n"
+        "e = vh.Engine(os.environ['POOL'])\n"
+        "real = e.worker._pool\n"
+        "class Killer:\n"
+        "    def __getattr__(self, n):\n"
+        "        return getattr(real, n)\n"
+        "    def publish_chain(self, parent, items):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "e.worker._pool = Killer()\n"
+        "e.run(vh.Request('a', %r, max_tokens=1))\n" % PROMPT, pool)
+    assert r.returncode == -9, (r.returncode, r.stderr[-2000:])
+    e = vh.Engine(pool)
+    assert e.scheduler.get_num_new_matched_tokens(vh.Request("b", PROMPT), 0) == (0, False)
+    e.close()
+    with marukv.Pool(pool) as p:
+        p.reclaim()
+        v = p.verify(deep=True)
+        assert v["problems"] == 0 and v["pages_leaked"] == 0, v
+        st = p.stat()
+        assert st["pages_used"] == 0 and st["pages_granted"] == 0, st

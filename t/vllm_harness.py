@@ -102,6 +102,25 @@ def kv_of(tokens, layer, shape, dtype):
     return torch.randn(shape, generator=g).to(dtype)
 
 
+def configs(pool, dtype=torch.float16, layers=3, heads=2, head_size=8, block_size=4,
+            num_blocks=64, model="m", tp=(0, 1), extra=None):
+    """An engine's VllmConfig and KVCacheConfig, as much of them as the connector reads."""
+    cfg = {"pool": pool}
+    cfg.update(extra or {})
+    names = ["model.layers.%d.self_attn.attn" % i for i in range(layers)]
+    spec = SimpleNamespace(block_size=block_size, num_kv_heads=heads, head_size=head_size,
+                           dtype=dtype)
+    kv_cache_config = SimpleNamespace(
+        num_blocks=num_blocks,
+        kv_cache_groups=[SimpleNamespace(layer_names=names, kv_cache_spec=spec)])
+    vllm_config = SimpleNamespace(
+        kv_transfer_config=KVTransferConfig(cfg),
+        cache_config=SimpleNamespace(block_size=block_size),
+        parallel_config=SimpleNamespace(tensor_parallel_size=tp[1], pipeline_parallel_size=1),
+        model_config=SimpleNamespace(model=model, revision=None))
+    return vllm_config, kv_cache_config
+
+
 class Engine:
     """One engine: a scheduler-side and a worker-side connector and a paged cache."""
 
@@ -109,19 +128,9 @@ class Engine:
                  block_size=4, num_blocks=64, model="m", tp=(0, 1), kv_first=False,
                  extra=None):
         self.bs, self.heads, self.size, self.dtype = block_size, heads, head_size, dtype
-        cfg = {"pool": pool}
-        cfg.update(extra or {})
-        names = ["model.layers.%d.self_attn.attn" % i for i in range(layers)]
-        spec = SimpleNamespace(block_size=block_size, num_kv_heads=heads, head_size=head_size,
-                               dtype=dtype)
-        self.kv_cache_config = SimpleNamespace(
-            num_blocks=num_blocks,
-            kv_cache_groups=[SimpleNamespace(layer_names=names, kv_cache_spec=spec)])
-        self.vllm_config = SimpleNamespace(
-            kv_transfer_config=KVTransferConfig(cfg),
-            cache_config=SimpleNamespace(block_size=block_size),
-            parallel_config=SimpleNamespace(tensor_parallel_size=tp[1], pipeline_parallel_size=1),
-            model_config=SimpleNamespace(model=model, revision=None))
+        self.vllm_config, self.kv_cache_config = configs(pool, dtype, layers, heads, head_size,
+                                                         block_size, num_blocks, model, tp, extra)
+        names = self.kv_cache_config.kv_cache_groups[0].layer_names
         parallel_state.set_tensor_model_parallel_rank(tp[0])
         self.scheduler = marukv.vllm.MarukvConnector(self.vllm_config, KVConnectorRole.SCHEDULER,
                                                      self.kv_cache_config)
