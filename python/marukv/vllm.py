@@ -80,6 +80,7 @@ What runs when:
 
 import hashlib
 import struct
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -105,16 +106,19 @@ def key_prefix(namespace):
     return _KEY_TAG + hashlib.blake2b(namespace.encode(), digest_size=16).hexdigest().encode() + b":"
 
 
-def chain(tokens, block_size, extra=b"", stop=None):
-    """The chained hashes (hex, bytes) of the first stop whole blocks of tokens."""
+def chain(tokens, block_size, extra=b"", stop=None, hashes=None):
+    """The chained hashes (hex, bytes) of the first stop whole blocks of
+    tokens; with hashes, those of the first blocks, extended in place."""
     nblocks = len(tokens) // block_size if stop is None else stop
-    hashes, h = [], hashlib.blake2b(extra, digest_size=16).digest()
-    for i in range(nblocks):
+    hashes = [] if hashes is None else hashes
+    h = bytes.fromhex(hashes[-1].decode()) if hashes else \
+        hashlib.blake2b(extra, digest_size=16).digest()
+    for i in range(len(hashes), nblocks):
         block = tokens[i * block_size:(i + 1) * block_size]
         h = hashlib.blake2b(h + struct.pack("<%dq" % block_size, *block),
                             digest_size=16).digest()
         hashes.append(h.hex().encode())
-    return hashes
+    return hashes[:nblocks]
 
 
 def _extra(request):
@@ -180,8 +184,10 @@ class MarukvConnector(KVConnectorBase_V1):
         model = vllm_config.model_config
         self._model, self._revision = model.model, getattr(model, "revision", None)
         self._pool = None
-        # the scheduler side's requests: the request, vLLM's local hit, blocks saved, block ids
-        self._reqs, self._local, self._saved, self._blocks, self._loads = {}, {}, {}, {}, []
+        # the scheduler side's requests: the request, vLLM's local hit, blocks saved,
+        # block ids, the chain's hashes so far (a request's tokens only grow)
+        self._reqs, self._local, self._saved, self._blocks, self._chains = {}, {}, {}, {}, {}
+        self._loads = []
         # the worker side's caches (layer name -> tensor, by name) and failed loads
         self._layers, self._errors, self.save_errors = [], set(), 0
         self._tp_rank = 0
@@ -213,6 +219,11 @@ class MarukvConnector(KVConnectorBase_V1):
 
     # ---- scheduler side ----
 
+    def _chain(self, request, stop):
+        """The request's chain to block stop, extending what was computed before."""
+        hashes = self._chains.setdefault(request.request_id, [])
+        return chain(_tokens(request), self._bs, _extra(request), stop, hashes)
+
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         if not _cacheable(request):
             return 0, False
@@ -221,7 +232,7 @@ class MarukvConnector(KVConnectorBase_V1):
         if hit * self._bs <= num_computed_tokens:
             return 0, False
         pool = self._open(readonly=True)
-        hashes = chain(tokens, self._bs, _extra(request), stop=hit)
+        hashes = self._chain(request, hit)
         for rank in range(self._tp_size):
             prefix = self._prefix(rank)
             hit = min(hit, pool.prefix_len([prefix + h for h in hashes[:hit]]))
@@ -236,7 +247,7 @@ class MarukvConnector(KVConnectorBase_V1):
         local = self._local.pop(rid, 0)
         if num_external_tokens > 0:
             first, end = local // self._bs, (local + num_external_tokens) // self._bs
-            hashes = chain(_tokens(request), self._bs, _extra(request), stop=end)
+            hashes = self._chain(request, end)
             ids = list(blocks.get_block_ids()[0])
             self._loads.append(_Load(rid, hashes[first:], ids[first:end]))
             self._saved[rid] = end
@@ -265,7 +276,7 @@ class MarukvConnector(KVConnectorBase_V1):
             first = self._saved.get(rid, 0)
             if full <= first:
                 continue
-            hashes = chain(tokens, self._bs, _extra(request), stop=full)
+            hashes = self._chain(request, full)
             meta.saves.append(_Save(rid, hashes[first - 1] if first else None,
                                     hashes[first:], ids[first:full]))
             self._saved[rid] = full
@@ -273,7 +284,7 @@ class MarukvConnector(KVConnectorBase_V1):
 
     def request_finished(self, request, block_ids):
         rid = request.request_id
-        for d in (self._reqs, self._local, self._saved, self._blocks):
+        for d in (self._reqs, self._local, self._saved, self._blocks, self._chains):
             d.pop(rid, None)
         return False, None
 
@@ -333,7 +344,10 @@ class MarukvConnector(KVConnectorBase_V1):
                         # this block and every one after it: vLLM recomputes them
                         self._errors.update(load.block_ids[i:])
                         break
-                    raw = torch.frombuffer(view, dtype=torch.uint8)
+                    with warnings.catch_warnings():
+                        # a view is read-only, and only read here
+                        warnings.filterwarnings("ignore", "The given buffer is not writable")
+                        raw = torch.frombuffer(view, dtype=torch.uint8)
                     self._copy(raw, load.block_ids[i], load=True)
                     del raw
             finally:
