@@ -13,11 +13,12 @@
 # debian/rules runs); lintian then checks them and fails on any error or
 # warning (the warnings that stay are overridden in
 # debian/*.lintian-overrides, each with its reason).  As root, the four
-# packages are installed with apt-get, debian/tests/installed and
-# debian/tests/python run against them, and they are purged again: nothing
-# of them stays on the machine.  Without root the packages are built and
-# checked but not installed, and the script says so.  If any of them is
-# already installed, it is left alone and the installed tests are not run.
+# packages are installed with apt-get, debian/tests/installed,
+# debian/tests/python and debian/tests/venv run against them, and they are
+# purged again: nothing of them stays on the machine.  Without root the
+# packages are built and checked but not installed, and the script says
+# so.  If any of them is already installed, it is left alone and the
+# installed tests are not run.
 # The scratch directory goes in every case; a failing step prints the end
 # of its log.
 # Exit: 0 built, clean and (as root) passing installed; 1 otherwise.
@@ -89,7 +90,7 @@ installed=" $packages"
 # shellcheck disable=SC2086 # globs of the four packages
 step "apt-get install" "$tmp/install.log" \
 	env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $debs
-for t in installed python; do
+for t in installed python venv; do
 	step "debian/tests/$t" "$tmp/$t.log" sh "$src/debian/tests/$t"
 	cat "$tmp/$t.log"
 done
