@@ -262,3 +262,23 @@ def test_a_worker_killed_inside_a_save_leaves_nothing_half_visible(pool):
         assert v["problems"] == 0 and v["pages_leaked"] == 0, v
         st = p.stat()
         assert st["pages_used"] == 0 and st["pages_granted"] == 0, st
+
+
+def test_blocks_only_vllm_had_are_saved_too(pool):
+    """vLLM's own prefix cache gave it the first 8 tokens, which the pool does
+    not hold: the connector loads nothing, and saves them with the rest."""
+    e = vh.Engine(pool)
+    s, r = e.scheduler, vh.Request("a", PROMPT)
+    assert s.get_num_new_matched_tokens(r, 8) == (0, False)
+    r.block_ids = list(range(1, 7))
+    s.update_state_after_alloc(r, vh.Blocks(r.block_ids), 0)
+    so = vh.SimpleNamespace(
+        scheduled_new_reqs=[vh.SimpleNamespace(req_id="a", block_ids=(r.block_ids,),
+                                               num_computed_tokens=8)],
+        scheduled_cached_reqs=vh.SimpleNamespace(req_ids=[], resumed_req_ids=set(),
+                                                 new_block_ids=[], num_computed_tokens=[]),
+        num_scheduled_tokens={"a": len(PROMPT) - 8})
+    meta = s.build_connector_meta(so)
+    assert not meta.loads
+    assert [(sv.parent, sv.block_ids) for sv in meta.saves] == [(None, [1, 2, 3, 4, 5])]
+    e.close()

@@ -184,9 +184,11 @@ class MarukvConnector(KVConnectorBase_V1):
         model = vllm_config.model_config
         self._model, self._revision = model.model, getattr(model, "revision", None)
         self._pool = None
-        # the scheduler side's requests: the request, vLLM's local hit, blocks saved,
-        # block ids, the chain's hashes so far (a request's tokens only grow)
-        self._reqs, self._local, self._saved, self._blocks, self._chains = {}, {}, {}, {}, {}
+        # the scheduler side's requests: the request, vLLM's local hit and the pool's
+        # (blocks) as last asked, blocks saved, block ids, the chain's hashes so far (a
+        # request's tokens only grow)
+        self._reqs, self._local, self._hit, self._saved = {}, {}, {}, {}
+        self._blocks, self._chains = {}, {}
         self._loads = []
         # the worker side's caches (layer name -> tensor, by name) and failed loads
         self._layers, self._errors, self.save_errors = [], set(), 0
@@ -225,34 +227,35 @@ class MarukvConnector(KVConnectorBase_V1):
         return chain(_tokens(request), self._bs, _extra(request), stop, hashes)
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        """The pool's blocks past vLLM's own hit; the pool's hit is kept, so
+        that the blocks only vLLM had are saved too (update_state_after_alloc)."""
         if not _cacheable(request):
             return 0, False
-        tokens = _tokens(request)
-        hit = (len(tokens) - 1) // self._bs
-        if hit * self._bs <= num_computed_tokens:
-            return 0, False
-        pool = self._open(readonly=True)
-        hashes = self._chain(request, hit)
-        for rank in range(self._tp_size):
-            prefix = self._prefix(rank)
-            hit = min(hit, pool.prefix_len([prefix + h for h in hashes[:hit]]))
-            if hit * self._bs <= num_computed_tokens:
-                return 0, False
+        hit = (request.num_tokens - 1) // self._bs
+        if hit > 0:
+            pool = self._open(readonly=True)
+            hashes = self._chain(request, hit)
+            for rank in range(self._tp_size):
+                if hit == 0:
+                    break
+                prefix = self._prefix(rank)
+                hit = min(hit, pool.prefix_len([prefix + h for h in hashes[:hit]]))
         self._local[request.request_id] = num_computed_tokens
-        return hit * self._bs - num_computed_tokens, False
+        self._hit[request.request_id] = hit
+        return max(0, hit * self._bs - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         rid = request.request_id
         self._reqs[rid] = request
         local = self._local.pop(rid, 0)
+        # the pool has the first hit blocks: the rest are saved once computed,
+        # those vLLM's own prefix cache gave it included
+        self._saved[rid] = self._hit.pop(rid, 0)
         if num_external_tokens > 0:
             first, end = local // self._bs, (local + num_external_tokens) // self._bs
             hashes = self._chain(request, end)
             ids = list(blocks.get_block_ids()[0])
             self._loads.append(_Load(rid, hashes[first:], ids[first:end]))
-            self._saved[rid] = end
-        else:
-            self._saved[rid] = max(self._saved.get(rid, 0), local // self._bs)
 
     def build_connector_meta(self, scheduler_output):
         meta = MarukvMetadata(loads=self._loads)
@@ -284,7 +287,7 @@ class MarukvConnector(KVConnectorBase_V1):
 
     def request_finished(self, request, block_ids):
         rid = request.request_id
-        for d in (self._reqs, self._local, self._saved, self._blocks, self._chains):
+        for d in (self._reqs, self._local, self._hit, self._saved, self._blocks, self._chains):
             d.pop(rid, None)
         return False, None
 
