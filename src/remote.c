@@ -466,6 +466,8 @@ mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 	uint8_t rkey[MKV_REMOTE_PREFIX_MAX + 1 + MKV_KEY_MAX];
 	struct mkv_remote_conf c;
 	struct mkv_slot *slot;
+	struct mkv_rc *mine = NULL, **rc_of = &mine;
+	uint64_t mine_gen = 0, *gen = &mine_gen;
 	void *buf = NULL;
 	size_t len = 0;
 	bool shared;
@@ -488,19 +490,16 @@ mkv_fetch(struct mkv_pool *pool, const void *key, size_t klen)
 	 * than wait: each fetch ends within the timeout, however many overlap.
 	 */
 	if ((shared = pthread_mutex_trylock(&r->fetch_lock) == 0)) {
-		if (!(rc = client_for(&c, &r->fetch_rc, &r->fetch_gen, -1)))
-			rc = mkv_rc_get(r->fetch_rc, rkey, redis_key(&c, key, klen, rkey),
-					frame_max(pool), &buf, &len);
-		pthread_mutex_unlock(&r->fetch_lock);
-	} else {
-		struct mkv_rc *mine = NULL;
-		uint64_t gen = 0;
-
-		if (!(rc = client_for(&c, &mine, &gen, -1)))
-			rc = mkv_rc_get(mine, rkey, redis_key(&c, key, klen, rkey), frame_max(pool),
-					&buf, &len);
-		mkv_rc_close(mine);
+		rc_of = &r->fetch_rc;
+		gen = &r->fetch_gen;
 	}
+	if (!(rc = client_for(&c, rc_of, gen, -1)))
+		rc = mkv_rc_get(*rc_of, rkey, redis_key(&c, key, klen, rkey), frame_max(pool), &buf,
+				&len);
+	if (shared)
+		pthread_mutex_unlock(&r->fetch_lock);
+	else
+		mkv_rc_close(mine);
 	if (rc == MKV_E_NOTFOUND) {
 		count(pool, &slot->fetch_misses, 1);
 		return mkv_err(rc, "pool %s: no such key, in the pool or its remote tier", pool->path);

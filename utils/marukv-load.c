@@ -241,8 +241,13 @@ static int load(struct mkv_pool *pool, const struct load_opts *o, uint64_t arena
 			rc = cut_short(n, got);
 			break;
 		}
-		/* a value no pool of this arena could hold, its key however short */
-		if (mkv_frame_parse(buf, (size_t)f.frame_len, &f) == 0 && f.vlen > arena) {
+		/*
+		 * a value no pool of this arena could hold, its key however
+		 * short; parsed here (the checksum read once more) only when the
+		 * frame is long enough for that
+		 */
+		if (body > MKV_FRAME_BODY_HEADER + 1 + arena &&
+		    mkv_frame_parse(buf, (size_t)f.frame_len, &f) == 0 && f.vlen > arena) {
 			fprintf(stderr, PROG ": offset %" PRIu64 ": a value of %zu bytes, larger "
 				"than the pool's data arena; passed over\n", n->offset, f.vlen);
 			n->too_large++;

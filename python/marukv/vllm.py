@@ -134,10 +134,6 @@ def _cacheable(request):
             and not getattr(request, "mm_features", None))
 
 
-def _tokens(request):
-    return list(request.all_token_ids)[:request.num_tokens]
-
-
 @dataclass
 class _Load:
     req_id: str
@@ -224,7 +220,7 @@ class MarukvConnector(KVConnectorBase_V1):
     def _chain(self, request, stop):
         """The request's chain to block stop, extending what was computed before."""
         hashes = self._chains.setdefault(request.request_id, [])
-        return chain(_tokens(request), self._bs, _extra(request), stop, hashes)
+        return chain(request.all_token_ids, self._bs, _extra(request), stop, hashes)
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         """The pool's blocks past vLLM's own hit; the pool's hit is kept, so
@@ -273,9 +269,8 @@ class MarukvConnector(KVConnectorBase_V1):
                 continue
             ids = list(new_ids) if replace else self._blocks.get(rid, []) + list(new_ids)
             self._blocks[rid] = ids
-            tokens = _tokens(request)
             done = computed + scheduler_output.num_scheduled_tokens.get(rid, 0)
-            full = min(done, len(tokens), len(ids) * self._bs) // self._bs
+            full = min(done, request.num_tokens, len(ids) * self._bs) // self._bs
             first = self._saved.get(rid, 0)
             if full <= first:
                 continue
