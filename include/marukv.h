@@ -572,6 +572,14 @@ MKV_EXPORT int mkv_pool_clients(struct mkv_pool *pool, struct mkv_client *out, s
 		size_t *n);
 /** Directory of an open pool; owned by the handle. NULL for NULL. */
 MKV_EXPORT const char *mkv_pool_path(const struct mkv_pool *pool);
+/**
+ * The data arena's mapping in this process: every buffer's and view's
+ * bytes lie in [*addr, *addr + *len), for as long as the handle is open;
+ * read-only for a handle opened MKV_RDONLY.  For registering the arena
+ * with a DMA engine (cudaHostRegister()), so copies to and from a device
+ * go straight to the pool's pages.  Errors: MKV_E_INVAL, MKV_E_EXPIRED.
+ */
+MKV_EXPORT int mkv_pool_data(struct mkv_pool *pool, void **addr, size_t *len);
 /** @} */
 
 /** @defgroup write Writing
@@ -640,6 +648,15 @@ MKV_EXPORT int mkv_publish_async(struct mkv_pool *pool, const void *key, size_t 
  * Errors also: MKV_E_INVAL (not a pending ticket of this handle),
  * MKV_E_EXPIRED.
  */
+/**
+ * As mkv_publish_async(), with @p key declared the child of @p parent as
+ * mkv_publish_chain() declares it (NULL, 0: no parent), so a chain can be
+ * published one block at a time as each is filled, without waiting.
+ * Errors: as mkv_publish_async(), and MKV_E_INVAL for a bad parent.
+ */
+MKV_EXPORT int mkv_publish_child_async(struct mkv_pool *pool, const void *parent,
+		size_t plen, const void *key, size_t klen, struct mkv_buf *buf,
+		struct mkv_ticket *ticket);
 MKV_EXPORT int mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket);
 /**
  * Publish a chain of blocks: bufs[i] under keys[i], each key declared the

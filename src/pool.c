@@ -538,3 +538,18 @@ mkv_pool_path(const struct mkv_pool *pool)
 {
 	return pool ? pool->path : NULL;
 }
+
+MKV_EXPORT int
+mkv_pool_data(struct mkv_pool *pool, void **addr, size_t *len)
+{
+	int rc;
+
+	mkv_err_clear();
+	if ((rc = mkv_client_check(pool, "mkv_pool_data")))
+		return rc;
+	if (!addr || !len)
+		return mkv_err(MKV_E_INVAL, "mkv_pool_data: addr or len is NULL");
+	*addr = pool->data.addr;
+	*len = pool->data.size;
+	return 0;
+}

@@ -234,9 +234,9 @@ mkv_publish(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf 
  */
 #define TICKET_DONE (1ULL << 63)
 
-MKV_EXPORT int
-mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf,
-		struct mkv_ticket *ticket)
+static int
+publish_async(struct mkv_pool *pool, const void *parent, size_t plen, const void *key,
+		size_t klen, struct mkv_buf *buf, struct mkv_ticket *ticket, const char *fn)
 {
 	struct used_buf u;
 	struct mkv_req r;
@@ -247,9 +247,15 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 
 	mkv_err_clear();
 	if (!ticket)
-		return mkv_err(MKV_E_INVAL, "mkv_publish_async: ticket is NULL");
-	if ((rc = publish_prepare(pool, key, klen, buf, 0, &u, &r, "mkv_publish_async")))
+		return mkv_err(MKV_E_INVAL, "%s: ticket is NULL", fn);
+	if (!parent && plen)
+		return mkv_err(MKV_E_INVAL, "%s: parent is NULL", fn);
+	if (parent && (rc = mkv_valid_key(parent, plen)))
+		return mkv_err(rc, "%s: parent: %s", fn, mkv_errormsg());
+	if ((rc = publish_prepare(pool, key, klen, buf, 0, &u, &r, fn)))
 		return rc;
+	if (parent)
+		r.parent = mkv_hash_key(parent, plen);
 	if ((rc = mkv_holder_write_async(pool, &r, &posted, &idx, &seq))) {
 		buf_keep(pool, &u);
 		return rc;
@@ -265,6 +271,21 @@ mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mk
 	ticket->priv_[1] = pool->cookie;
 	mkv_err_clear();
 	return 0;
+}
+
+MKV_EXPORT int
+mkv_publish_async(struct mkv_pool *pool, const void *key, size_t klen, struct mkv_buf *buf,
+		struct mkv_ticket *ticket)
+{
+	return publish_async(pool, NULL, 0, key, klen, buf, ticket, "mkv_publish_async");
+}
+
+MKV_EXPORT int
+mkv_publish_child_async(struct mkv_pool *pool, const void *parent, size_t plen,
+		const void *key, size_t klen, struct mkv_buf *buf, struct mkv_ticket *ticket)
+{
+	return publish_async(pool, parent, plen, key, klen, buf, ticket,
+			"mkv_publish_child_async");
 }
 
 MKV_EXPORT int

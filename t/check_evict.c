@@ -545,6 +545,98 @@ START_TEST(test_chain_from_another_process)
 END_TEST
 #endif
 
+/*
+ * Blocks of n keys published one at a time with mkv_publish_child_async(),
+ * each the child of the one before it (keys[-1]'s: parent), then waited
+ * for; 0, or the first failing call's code.
+ */
+static int
+chain_publish_async(struct mkv_pool *pool, const uint8_t *parent, uint8_t (*keys)[32], size_t n)
+{
+	struct mkv_ticket t[64];
+	struct mkv_buf b;
+	int rc = 0, w;
+
+	ck_assert_uint_le(n, 64);
+	for (size_t i = 0; i < n; i++) {
+		if ((rc = mkv_alloc(pool, TU_PAGE_SIZE, &b)))
+			return rc;
+		tu_fill(b.data, TU_PAGE_SIZE, keys[i], 32);
+		if ((rc = mkv_publish_child_async(pool, i ? keys[i - 1] : parent,
+				i || parent ? 32 : 0, keys[i], 32, &b, &t[i])))
+			return rc;
+		ck_assert_ptr_null(b.data);
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((w = mkv_wait(pool, &t[i])) && !rc)
+			rc = w;
+	return rc;
+}
+
+/*
+ * A chain published block by block without waiting, by the holder and by
+ * a client whose requests go through the ring, links as mkv_publish_chain()
+ * links it: eviction takes its tails first.  A block published already is
+ * MKV_E_EXISTS from mkv_wait(); bad parents are refused before anything is
+ * sent, and the buffer stays the caller's.
+ */
+START_TEST(test_chain_published_block_by_block)
+{
+	enum { LEN = 40 };
+	static uint8_t keys[LEN][32];
+	uint8_t big[MKV_KEY_MAX + 1];
+	struct mkv_pool *pool;
+	struct mkv_ticket t;
+	struct mkv_evict rep;
+	struct mkv_buf b;
+	size_t n;
+	pid_t pid;
+
+	evict_pool(TU_DATA_SIZE, &pool);
+	tu_chain_keys(keys, LEN, 9);
+	TU_OK(chain_publish_async(pool, NULL, keys, 20));
+#ifndef __SANITIZE_THREAD__
+	pid = tu_fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct mkv_pool *c;
+
+		if (tu_pool_open(tu_dir, 0, &c))
+			_exit(2);
+		if (chain_publish_async(c, keys[19], &keys[20], 20))
+			_exit(1);
+		mkv_pool_close(&c);
+		_exit(0);
+	}
+	ck_assert_int_eq(tu_wait(pid), 0);
+#else
+	(void)pid;
+	TU_OK(chain_publish_async(pool, keys[19], &keys[20], 20));
+#endif
+	ck_assert_uint_eq(chain_prefix(pool, keys, LEN), LEN);
+	/* a block published already: the buffer is consumed, the wait says so */
+	TU_ERR(chain_publish_async(pool, keys[4], &keys[5], 1), MKV_E_EXISTS);
+	TU_OK(mkv_alloc(pool, 100, &b));
+	TU_ERR(mkv_publish_child_async(pool, NULL, 32, keys[0], 32, &b, &t), MKV_E_INVAL);
+	memset(big, 'p', sizeof(big));
+	TU_ERR(mkv_publish_child_async(pool, big, sizeof(big), keys[0], 32, &b, &t),
+			MKV_E_INVAL);
+	ck_assert(strstr(mkv_errormsg(), "parent") != NULL);
+	TU_ERR(mkv_publish_child_async(pool, big, 0, keys[0], 32, &b, &t), MKV_E_INVAL);
+	TU_ERR(mkv_publish_child_async(pool, NULL, 0, keys[0], 32, &b, NULL), MKV_E_INVAL);
+	ck_assert_ptr_nonnull(b.data);
+	TU_OK(mkv_abort(pool, &b));
+	/* 41 pages used of 1024: evicting to 98 % free takes about half the chain */
+	TU_OK(mkv_pool_evict(pool, 98, 0, &rep));
+	n = chain_prefix(pool, keys, LEN);
+	ck_assert_msg(n > 0 && n < LEN, "%zu blocks left", n);
+	mkv_pool_close(&pool);
+	TU_OK(tu_pool_open(tu_dir, MKV_RDONLY, &pool));
+	TU_ERR(mkv_publish_child_async(pool, NULL, 0, keys[0], 32, &b, &t), MKV_E_RDONLY);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 /* Least recently read first; the dry run counts what the real one takes. */
 START_TEST(test_evicts_least_recently_read_first)
 {
@@ -661,6 +753,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_watermarks_are_checked_and_changeable);
 	tcase_add_test(tc, test_chains_lose_tails_before_heads);
 	tcase_add_test(tc, test_publish_chain_shares_and_checks);
+	tcase_add_test(tc, test_chain_published_block_by_block);
 #ifndef __SANITIZE_THREAD__
 	tcase_add_test(tc, test_chain_from_another_process);
 #endif

@@ -5,6 +5,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -902,6 +904,69 @@ START_TEST(test_pool_path_returns_path)
 }
 END_TEST
 
+/* Whether [p, p + n) lies in [base, base + len). */
+static bool
+within(const void *p, size_t n, const void *base, size_t len)
+{
+	uintptr_t a = (uintptr_t)p, b = (uintptr_t)base;
+
+	return a >= b && n <= len && a - b <= len - n;
+}
+
+/*
+ * The data arena's mapping holds every buffer and view of the handle, is
+ * the whole arena, and is read-only for a read-only handle (as
+ * /proc/self/maps shows it).
+ */
+START_TEST(test_pool_data_holds_buffers_and_views)
+{
+	struct mkv_pool *pool, *ro;
+	struct mkv_buf b;
+	struct mkv_view v;
+	struct mkv_stat st;
+	void *addr, *raddr;
+	size_t len, rlen;
+	char line[512];
+	FILE *maps;
+	bool seen = false;
+
+	TU_OK(tu_pool_create(tu_dir, TU_DATA_SIZE, TU_PAGE_SIZE, TU_MAX_CLIENTS, &pool));
+	TU_ERR(mkv_pool_data(NULL, &addr, &len), MKV_E_INVAL);
+	TU_ERR(mkv_pool_data(pool, NULL, &len), MKV_E_INVAL);
+	TU_ERR(mkv_pool_data(pool, &addr, NULL), MKV_E_INVAL);
+	TU_OK(mkv_pool_data(pool, &addr, &len));
+	tu_stat(pool, &st);
+	ck_assert_uint_eq(len, st.pages_total * st.page_size);
+	TU_OK(mkv_alloc(pool, 3 * TU_PAGE_SIZE + 1, &b));
+	ck_assert(within(b.data, b.len, addr, len));
+	memset(b.data, 'd', b.len);
+	TU_OK(mkv_publish(pool, "d", 1, &b));
+	TU_OK(tu_pool_open(tu_dir, MKV_RDONLY, &ro));
+	TU_OK(mkv_pool_data(ro, &raddr, &rlen));
+	ck_assert_uint_eq(rlen, len);
+	TU_OK(mkv_get(ro, "d", 1, &v));
+	ck_assert(within(v.data, v.len, raddr, rlen));
+	ck_assert_uint_eq(((const char *)v.data)[v.len - 1], 'd');
+	TU_OK(mkv_release(ro, &v));
+	maps = fopen("/proc/self/maps", "r");
+	ck_assert_ptr_nonnull(maps);
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long lo, hi;
+		char perms[5];
+
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 &&
+		    lo <= (uintptr_t)raddr && (uintptr_t)raddr < hi) {
+			ck_assert_msg(perms[1] == '-', "read-only handle's arena mapped %s", perms);
+			seen = true;
+		}
+	}
+	fclose(maps);
+	ck_assert(seen);
+	mkv_pool_close(&ro);
+	mkv_pool_close(&pool);
+}
+END_TEST
+
 /* ---- stat ---- */
 
 START_TEST(test_stat_figures)
@@ -1023,6 +1088,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_data_size_rounded_to_page);
 	tcase_add_test(tc, test_close_null_and_twice);
 	tcase_add_test(tc, test_pool_path_returns_path);
+	tcase_add_test(tc, test_pool_data_holds_buffers_and_views);
 	tcase_add_test(tc, test_env_pool_used_when_path_null);
 	suite_add_tcase(s, tc);
 
