@@ -59,9 +59,19 @@ typedef struct {
 	Py_ssize_t exports;
 } BufferObject;
 
+enum ticket_state { TICKET_PENDING, TICKET_BUSY, TICKET_DONE };
+
+typedef struct {
+	PyObject_HEAD
+	PoolObject *pool;
+	struct mkv_ticket ticket;
+	enum ticket_state state;
+} TicketObject;
+
 static PyTypeObject Pool_Type;
 static PyTypeObject View_Type;
 static PyTypeObject Buffer_Type;
+static PyTypeObject Ticket_Type;
 
 /* Errors */
 
@@ -739,6 +749,52 @@ static PyTypeObject Buffer_Type = {
 	.tp_getset = Buffer_getset,
 };
 
+/* Ticket */
+
+/* A ticket never waited for is waited for here, so its request entry comes free. */
+static void
+Ticket_dealloc(TicketObject *self)
+{
+	PoolObject *pool = self->pool;
+
+	if (self->state == TICKET_PENDING && pool->pool != NULL && pool->pid == getpid()) {
+		pool->calls++;
+		Py_BEGIN_ALLOW_THREADS
+		mkv_wait(pool->pool, &self->ticket);
+		Py_END_ALLOW_THREADS
+		pool->calls--;
+	}
+	Py_DECREF(pool);
+	PyObject_Free(self);
+}
+
+static PyObject *
+Ticket_get_done(TicketObject *self, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(self->state == TICKET_DONE || self->pool->pool == NULL);
+}
+
+static PyGetSetDef Ticket_getset[] = {
+	{ "done", (getter)Ticket_get_done, NULL,
+	  "True once the ticket was waited for, or its pool closed.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject Ticket_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "marukv.Ticket",
+	.tp_basicsize = sizeof(TicketObject),
+	.tp_dealloc = (destructor)Ticket_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc =
+	"A publish in flight, from Pool.publish_async(): Pool.wait(ticket) gives\n"
+	"its result.  Wait for it once; after TimedOut it may be waited for\n"
+	"again.  A ticket garbage collected unwaited is waited for then, its\n"
+	"result dropped.  Closing the pool gives up on its pending tickets (the\n"
+	"publishes may still commit), and waiting for one then raises ValueError.",
+	.tp_getset = Ticket_getset,
+};
+
 /* Pool: opening */
 
 /* A PyArg "O&" converter to unsigned int: TypeError, OverflowError when negative or too large. */
@@ -1090,6 +1146,112 @@ Pool_publish(PoolObject *self, PyObject *args, PyObject *kwargs)
 	if (rc < 0)
 		return raise_mkv(rc);
 	Py_RETURN_NONE;
+}
+
+/*
+ * publish_async(key, buf, parent=None): the Ticket is made first, so that
+ * a publish once started always has one to wait for.
+ */
+static PyObject *
+Pool_publish_async(PoolObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "key", "buf", "parent", NULL };
+	PyObject *bufobj, *parentobj = NULL;
+	Py_buffer key, parent;
+	struct mkv_buf buf;
+	TicketObject *t = NULL;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O|O:publish_async", kwlist, &key,
+			&bufobj, &parentobj))
+		return NULL;
+	if (optkey_get(parentobj, &parent) < 0) {
+		PyBuffer_Release(&key);
+		return NULL;
+	}
+	if ((t = PyObject_New(TicketObject, &Ticket_Type)) == NULL)
+		goto out;
+	t->pool = (PoolObject *)Py_NewRef(self);
+	t->state = TICKET_DONE;
+	memset(&t->ticket, 0, sizeof(t->ticket));
+	if (buf_take(self, bufobj, &buf) < 0)
+		goto out;
+	Py_INCREF(bufobj);
+	call_enter(self);	/* cannot fail: buf_take() found the pool open */
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_publish_child_async(self->pool, parent.obj ? parent.buf : NULL,
+			parent.obj ? (size_t)parent.len : 0, key.buf, (size_t)key.len, &buf,
+			&t->ticket);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	buf_settle(bufobj, &buf);
+	Py_DECREF(bufobj);
+	if (rc < 0)
+		raise_mkv(rc);
+	else
+		t->state = TICKET_PENDING;
+out:
+	optkey_release(&parent);
+	PyBuffer_Release(&key);
+	if (t && t->state != TICKET_PENDING)
+		Py_CLEAR(t);
+	return (PyObject *)t;
+}
+
+static PyObject *
+Pool_wait(PoolObject *self, PyObject *obj)
+{
+	TicketObject *t = (TicketObject *)obj;
+	struct mkv_ticket tk;
+	int rc;
+
+	if (!PyObject_TypeCheck(obj, &Ticket_Type)) {
+		PyErr_Format(PyExc_TypeError, "expected a marukv.Ticket, not %.100s",
+				Py_TYPE(obj)->tp_name);
+		return NULL;
+	}
+	if (t->pool != self) {
+		PyErr_SetString(PyExc_ValueError, "ticket of another pool");
+		return NULL;
+	}
+	if (t->state != TICKET_PENDING) {
+		PyErr_SetString(PyExc_ValueError, t->state == TICKET_BUSY
+				? "ticket is being waited for by another thread"
+				: "ticket was waited for already");
+		return NULL;
+	}
+	if (call_enter(self) < 0)
+		return NULL;
+	t->state = TICKET_BUSY;
+	tk = t->ticket;
+	Py_INCREF(t);
+	Py_BEGIN_ALLOW_THREADS
+	rc = mkv_wait(self->pool, &tk);
+	Py_END_ALLOW_THREADS
+	call_leave(self);
+	/* only a timeout leaves it pending, to wait for again */
+	t->ticket = tk;
+	t->state = rc == MKV_E_TIMEDOUT ? TICKET_PENDING : TICKET_DONE;
+	Py_DECREF(t);
+	if (rc < 0)
+		return raise_mkv(rc);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_data_mapping(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+	void *addr;
+	size_t len;
+	int rc;
+
+	if (call_enter(self) < 0)
+		return NULL;
+	rc = mkv_pool_data(self->pool, &addr, &len);
+	call_leave(self);
+	if (rc < 0)
+		return raise_mkv(rc);
+	return Py_BuildValue("(Nn)", PyLong_FromVoidPtr(addr), (Py_ssize_t)len);
 }
 
 /*
@@ -1738,6 +1900,31 @@ static PyMethodDef Pool_methods[] = {
 	  "Every buffer published or given back is consumed; on error the others\n"
 	  "stay usable.  Raises the first error (InvalidArgument, NoSpace,\n"
 	  "ReadOnly, Expired, TimedOut)." },
+	{ "publish_async", (PyCFunction)(void (*)(void))Pool_publish_async,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "publish_async(key, buf, parent=None)\n--\n\n"
+	  "Start publishing buf under key (the child of parent, as publish() makes\n"
+	  "it) and return a Ticket without waiting for the registration: its\n"
+	  "bytes are durable already.  The buffer is consumed.  Pool.wait(ticket)\n"
+	  "gives the result.  A chain published a block at a time this way, each\n"
+	  "with the one before as parent, links as publish_chain() links it.  At\n"
+	  "most 32 are in flight on a handle; past that, the call waits for the\n"
+	  "oldest.  Raises as publish() does for its arguments (InvalidArgument,\n"
+	  "ReadOnly, Expired), TimedOut if no request entry came free." },
+	{ "wait", (PyCFunction)Pool_wait, METH_O,
+	  "wait(ticket)\n--\n\n"
+	  "Wait for a publish_async() and raise its error, as publish() would\n"
+	  "(Exists: the key was published already, which for a shared chain means\n"
+	  "done).  A ticket is waited for once (ValueError after); after TimedOut\n"
+	  "it may be waited for again." },
+	{ "data_mapping", (PyCFunction)Pool_data_mapping, METH_NOARGS,
+	  "data_mapping()\n--\n\n"
+	  "(address, length) of the data arena's mapping in this process: every\n"
+	  "Buffer's and View's bytes lie in it while the pool is open; read-only\n"
+	  "for a read-only pool.  For registering the arena with a DMA engine,\n"
+	  "e.g. torch.cuda.cudart().cudaHostRegister() in pieces, so copies\n"
+	  "between a GPU and the pool go straight to its pages.  Never write\n"
+	  "into it except through a Buffer." },
 	{ "abort", (PyCFunction)Pool_abort, METH_O,
 	  "abort(buf)\n--\n\n"
 	  "Give an unpublished Buffer's pages back; consumes it.  Raises BufferError\n"
@@ -1942,7 +2129,7 @@ PyInit__marukv(void)
 	PyObject *mod;
 
 	if (PyType_Ready(&Pool_Type) < 0 || PyType_Ready(&View_Type) < 0 ||
-	    PyType_Ready(&Buffer_Type) < 0)
+	    PyType_Ready(&Buffer_Type) < 0 || PyType_Ready(&Ticket_Type) < 0)
 		return NULL;
 	if ((mod = PyModule_Create(&marukv_module)) == NULL)
 		return NULL;
@@ -1950,6 +2137,7 @@ PyInit__marukv(void)
 	    PyModule_AddObjectRef(mod, "Pool", (PyObject *)&Pool_Type) < 0 ||
 	    PyModule_AddObjectRef(mod, "View", (PyObject *)&View_Type) < 0 ||
 	    PyModule_AddObjectRef(mod, "Buffer", (PyObject *)&Buffer_Type) < 0 ||
+	    PyModule_AddObjectRef(mod, "Ticket", (PyObject *)&Ticket_Type) < 0 ||
 	    PyModule_AddIntConstant(mod, "KEY_MAX", MKV_KEY_MAX) < 0) {
 		Py_DECREF(mod);
 		return NULL;

@@ -51,6 +51,17 @@ def pooldir():
     d = tempfile.mkdtemp(prefix="marukv-py.", dir="/dev/shm")
     yield os.path.join(d, "pool")
     shutil.rmtree(d)
+    remove_lock_dirs(d)
+
+
+def remove_lock_dirs(d):
+    """Remove this host's lock directories of the non-coherent pools made
+    under d, as marukv(7) says removing a pool must."""
+    for e in os.listdir("/dev/shm"):
+        link = os.path.join("/dev/shm", e, "registry.mdb")
+        if e.startswith("marukv-") and os.path.islink(link) and \
+                os.readlink(link).startswith(d + "/"):
+            shutil.rmtree(os.path.join("/dev/shm", e))
 
 
 def open_pool(path, **kw):
@@ -244,6 +255,107 @@ def test_chain_rejects_bad_items(pool):
     assert not b.consumed               # given back after the refusal
     pool.publish_chain(None, [(b"k1", b)])
     assert pool.exists(b"k1")
+
+
+def test_publish_async_links_a_chain_and_reports_each_result(pool):
+    keys = [b"async%d" % i for i in range(40)]
+    tickets, parent = [], None
+    for i, k in enumerate(keys):
+        b = pool.alloc(PAGE)
+        memoryview(b)[:] = pattern(i, PAGE)
+        tickets.append(pool.publish_async(k, b, parent=parent))
+        assert b.consumed and not tickets[-1].done
+        parent = k
+    for t in tickets:
+        assert pool.wait(t) is None and t.done
+    assert pool.prefix_len(keys) == len(keys)
+    assert bytes(pool.get(keys[7])) == pattern(7, PAGE)
+    with pytest.raises(ValueError, match="waited for already"):
+        pool.wait(tickets[0])
+    t = pool.publish_async(keys[3], pool.alloc(PAGE))
+    with pytest.raises(marukv.Exists):
+        pool.wait(t)
+    with pytest.raises(TypeError):
+        pool.wait(b"not a ticket")
+    # a bad parent or an exported buffer: refused, the buffer still the caller's
+    b = pool.alloc(PAGE)
+    with pytest.raises(marukv.InvalidArgument, match="parent"):
+        pool.publish_async(b"x", b, parent=b"")
+    m = memoryview(b)
+    with pytest.raises(BufferError):
+        pool.publish_async(b"x", b)
+    m.release()
+    assert not b.consumed
+    # an unwaited ticket is waited for when it goes
+    pool.publish_async(b"x", b)
+    gc.collect()
+    assert pool.exists(b"x")
+    assert pool.verify(deep=True)["problems"] == 0
+
+
+def test_ticket_of_another_or_a_closed_pool(pooldir):
+    with open_pool(pooldir) as p1, marukv.Pool(pooldir) as p2:
+        t = p1.publish_async(b"k", p1.alloc(PAGE))
+        with pytest.raises(ValueError, match="another pool"):
+            p2.wait(t)
+        p1.wait(t)
+        t = p1.publish_async(b"k2", p1.alloc(PAGE))
+    assert t.done
+    with pytest.raises(ValueError, match="closed"):
+        p1.wait(t)
+    with marukv.Pool(pooldir) as p:
+        assert p.exists(b"k2")
+
+
+def async_chain_writer(path, n):
+    with marukv.Pool(path) as p:
+        parent, tickets = None, []
+        for i in range(n):
+            b = p.alloc(PAGE)
+            memoryview(b)[:] = pattern(i, PAGE)
+            k = b"w%d" % i
+            tickets.append(p.publish_async(k, b, parent=parent))
+            parent = k
+        for t in tickets:
+            p.wait(t)
+
+
+def test_publish_async_from_a_process_that_does_not_hold_the_lease(pool, pooldir):
+    """More publishes in flight than a handle may have (32): the calls wait
+    for the oldest, and every block arrives through the holder."""
+    n = 100
+    pr = mp.Process(target=async_chain_writer, args=(pooldir, n))
+    pr.start()
+    pr.join(60)
+    assert pr.exitcode == 0
+    keys = [b"w%d" % i for i in range(n)]
+    assert pool.prefix_len(keys) == n
+    assert pool.stat()["lease_holder_pid"] == os.getpid()
+    for i in (0, 31, 32, 99):
+        assert bytes(pool.get(keys[i])) == pattern(i, PAGE)
+
+
+def test_data_mapping_holds_every_buffer_and_view(pooldir):
+    import numpy
+    with open_pool(pooldir) as p:
+        addr, length = p.data_mapping()
+        st = p.stat()
+        assert length == st["pages_total"] * st["page_size"]
+        b = p.alloc(3 * PAGE)
+        a = numpy.frombuffer(b, numpy.uint8)
+        assert addr <= a.ctypes.data and a.ctypes.data + len(b) <= addr + length
+        a[:] = 7
+        del a
+        p.publish(b"k", b)
+    with marukv.Pool(pooldir, readonly=True) as p:
+        addr, length = p.data_mapping()
+        with p.get(b"k") as v:
+            a = numpy.frombuffer(v, numpy.uint8)
+            assert addr <= a.ctypes.data and a.ctypes.data + len(v) <= addr + length
+            assert a[-1] == 7
+            del a
+    with pytest.raises(ValueError, match="closed"):
+        p.data_mapping()
 
 
 RACING_CHAIN = r"""

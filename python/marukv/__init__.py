@@ -27,6 +27,7 @@ Objects:
        nochecksum=False, **options)   an open pool; see help(marukv.Pool)
   View     a published value, read-only buffer protocol, from Pool.get()
   Buffer   writable pool pages, from Pool.alloc(), for Pool.publish()
+  Ticket   a publish in flight, from Pool.publish_async(), for Pool.wait()
 
 Lifetimes.  A View keeps its bytes unchanged, even if the key is deleted
 or evicted by another process, until view.release() (or the end of its
@@ -41,7 +42,9 @@ Chains.  KV-cache blocks of a prompt form a chain: publish them with
 Pool.publish_chain(parent, [(key, buf), ...]) (or publish(key, buf,
 parent=...)), and Pool.prefix_len(keys) or Pool.get_batch(keys,
 prefix=True) finds how many leading blocks are cached.  Eviction takes a
-chain's blocks tail first.
+chain's blocks tail first.  Pool.publish_async(key, buf, parent=...)
+publishes a block without waiting for its registration, so the next block
+is filled meanwhile; Pool.wait(ticket) gives each one's result.
 
 Errors.  Every failure raises a subclass of marukv.Error, which carries
 .code (the C library's code, one of the E_* constants) and .message (the
@@ -74,7 +77,7 @@ See marukv-python(7) and marukv(3) for the C library underneath.
 """
 
 from marukv._marukv import (  # noqa: F401
-    Pool, View, Buffer, version, strerror, KEY_MAX,
+    Pool, View, Buffer, Ticket, version, strerror, KEY_MAX,
     E_INVAL, E_NOMEM, E_NOSPC, E_EXISTS, E_NOENT, E_USERS, E_IO, E_TIMEDOUT,
     E_PERM, E_NOTFOUND, E_RDONLY, E_NOTPOOL, E_CORRUPT, E_VERSION,
     E_INTERNAL, E_EXPIRED, E_FRAME_MAGIC, E_FRAME_VERSION, E_FRAME_SHORT,
@@ -88,7 +91,7 @@ from marukv._errors import (  # noqa: F401
 )
 
 __all__ = [
-    "Pool", "View", "Buffer", "version", "strerror", "KEY_MAX",
+    "Pool", "View", "Buffer", "Ticket", "version", "strerror", "KEY_MAX",
     "E_INVAL", "E_NOMEM", "E_NOSPC", "E_EXISTS", "E_NOENT", "E_USERS", "E_IO",
     "E_TIMEDOUT", "E_PERM", "E_NOTFOUND", "E_RDONLY", "E_NOTPOOL", "E_CORRUPT",
     "E_VERSION", "E_INTERNAL", "E_EXPIRED", "E_FRAME_MAGIC", "E_FRAME_VERSION",
