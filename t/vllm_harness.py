@@ -28,7 +28,8 @@ t/test_vllm.py.  It follows vLLM at commit 22720624714d (2026-05-27):
 The model is a function: the KV of a token in a layer depends only on the
 token ids up to it and the layer, so two engines computing the same prefix
 write the same bytes, and the harness knows what every loaded block must
-hold.  Not covered: CUDA, vLLM's own prefix cache, asynchronous loads,
+hold.  The caches are CPU tensors unless device says otherwise
+(t/gpu_check.py).  Not covered here: vLLM's own prefix cache, asynchronous loads,
 several KV cache groups, speculative decoding, tensor parallelism across
 processes of one engine.
 """
@@ -126,8 +127,9 @@ class Engine:
 
     def __init__(self, pool, dtype=torch.float16, layers=3, heads=2, head_size=8,
                  block_size=4, num_blocks=64, model="m", tp=(0, 1), kv_first=False,
-                 extra=None):
+                 extra=None, device="cpu"):
         self.bs, self.heads, self.size, self.dtype = block_size, heads, head_size, dtype
+        self.device = device
         self.vllm_config, self.kv_cache_config = configs(pool, dtype, layers, heads, head_size,
                                                          block_size, num_blocks, model, tp, extra)
         names = self.kv_cache_config.kv_cache_groups[0].layer_names
@@ -137,8 +139,8 @@ class Engine:
         self.worker = marukv.vllm.MarukvConnector(self.vllm_config, KVConnectorRole.WORKER,
                                                   self.kv_cache_config)
         shape = (2, num_blocks) if kv_first else (num_blocks, 2)
-        self.caches = {n: torch.zeros(shape + (block_size, heads, head_size), dtype=dtype)
-                       for n in names}
+        self.caches = {n: torch.zeros(shape + (block_size, heads, head_size), dtype=dtype,
+                                      device=device) for n in names}
         self.kv_first = kv_first
         self.worker.register_kv_caches(self.caches)
         self.free = list(range(num_blocks - 1, 0, -1))   # block 0 is vLLM's null block
@@ -214,14 +216,16 @@ class Engine:
 
     def _write(self, layer, req, pos):
         k, v = self._block(layer, req.block_ids[pos // self.bs])
-        kv = kv_of(req.all_token_ids[:pos + 1], layer, (2, self.heads, self.size), self.dtype)
+        kv = kv_of(req.all_token_ids[:pos + 1], layer, (2, self.heads, self.size),
+                   self.dtype).to(self.device)
         k[pos % self.bs] = kv[0]
         v[pos % self.bs] = kv[1]
 
     def expect(self, req, pos, layer):
         """What the model puts at pos of req in layer, and what the cache holds there."""
         k, v = self._block(layer, req.block_ids[pos // self.bs])
-        want = kv_of(req.all_token_ids[:pos + 1], layer, (2, self.heads, self.size), self.dtype)
+        want = kv_of(req.all_token_ids[:pos + 1], layer, (2, self.heads, self.size),
+                     self.dtype).to(self.device)
         return want, torch.stack((k[pos % self.bs], v[pos % self.bs]))
 
     def step(self):

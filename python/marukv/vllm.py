@@ -28,6 +28,19 @@ extra_config keys (kv_connector_extra_config):
   create      create the pool if it is not there (default False)
   data_size   its data arena when created, in bytes (default: the library's)
   namespace   a string of the operator's, part of every key (default "")
+  cuda_register_piece
+              on a GPU, the size of each piece of the pool's data arena
+              registered with CUDA, a multiple of 4096 (default 1 GiB)
+
+On a GPU.  When vLLM's KV caches are CUDA tensors, register_kv_caches
+registers the worker's mapping of the pool's data arena with CUDA
+(cudaHostRegister through torch.cuda.cudart(), in pieces: drivers refuse
+very large single registrations), so each copy between the GPU and the
+pool is a DMA straight to or from pool pages, never staged through a
+buffer; a copy that would cross from one piece into the next is split
+there.  The copies are queued on the current stream; a load synchronizes
+it before releasing its views, a save before publishing each block.
+shutdown() unregisters the pieces.  t/gpu_check.py checks it on a GPU.
 
 Keys.  A block's key is b"vllm1:" + N + b":" + C, 71 bytes, where N is 32
 hex digits of BLAKE2b over the namespace text
@@ -70,12 +83,21 @@ What runs when:
   save_kv_layer                nothing: the saves run in wait_for_save,
                                when every layer of the step is written
   wait_for_save                each new full block gathered from every
-                               layer straight into pool pages, then
-                               published as a chain (parent: the block
-                               before it)
-  get_finished                 (None, None): nothing is asynchronous
+                               layer straight into pool pages and
+                               published without waiting (publish_async,
+                               parent: the block before it), so the next
+                               block fills while the lease holder
+                               registers it; returns once every publish is
+                               answered
+  get_finished                 (None, None): nothing outlives its step
   request_finished             (False, None): the saves of a request end
                                with the step that computed its blocks
+  requires_kv_delivery         False: a best-effort cache (vLLM's newer
+                               base.py asks it)
+
+So of vLLM's pipelining, neither the layer-by-layer hooks nor the
+asynchronous loads are used: a load is done before the forward starts,
+a save before the step ends.
 """
 
 import hashlib
@@ -119,6 +141,20 @@ def chain(tokens, block_size, extra=b"", stop=None, hashes=None):
                             digest_size=16).digest()
         hashes.append(h.hex().encode())
     return hashes[:nblocks]
+
+
+def split(addr, n, pieces):
+    """[addr, addr + n) as (offset, length) runs that each lie in one piece
+    of a registration (pieces: (base, length, piece size), or None)."""
+    if pieces is None:
+        return [(0, n)]
+    base, _, size = pieces
+    runs, at = [], 0
+    while at < n:
+        end = min(n, at + size - (addr + at - base) % size)
+        runs.append((at, end - at))
+        at = end
+    return runs
 
 
 def _extra(request):
@@ -188,6 +224,11 @@ class MarukvConnector(KVConnectorBase_V1):
         self._loads = []
         # the worker side's caches (layer name -> tensor, by name) and failed loads
         self._layers, self._errors, self.save_errors = [], set(), 0
+        self._registered, self._pieces, self._cuda = [], None, False
+        self._piece = int(kvt.get_from_extra_config("cuda_register_piece", 1 << 30))
+        if self._piece <= 0 or self._piece % 4096:
+            raise ValueError("MarukvConnector: cuda_register_piece must be a positive "
+                             "multiple of 4096, not %r" % self._piece)
         self._tp_rank = 0
         if role == KVConnectorRole.WORKER:
             from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
@@ -211,9 +252,18 @@ class MarukvConnector(KVConnectorBase_V1):
         return self._pool
 
     def shutdown(self):
+        for addr in self._registered:
+            torch.cuda.cudart().cudaHostUnregister(addr)
+        self._registered = []
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    @property
+    def requires_kv_delivery(self):
+        """False: a cache, best effort; vLLM recomputes what it cannot load
+        (vLLM's newer base.py asks this of every connector)."""
+        return False
 
     # ---- scheduler side ----
 
@@ -302,11 +352,34 @@ class MarukvConnector(KVConnectorBase_V1):
                 raise ValueError("MarukvConnector: layer %s's KV cache has shape %s, neither "
                                  "(num_blocks, 2, block, heads, size) nor (2, num_blocks, ...)"
                                  % (name, tuple(t.shape)))
+        for name, t, _ in layers:
+            if not t[0, 0].is_contiguous():
+                raise ValueError("MarukvConnector: layer %s's KV cache is not contiguous "
+                                 "per block (strides %s)" % (name, t.stride()))
         self._layers = layers
         one = layers[0][1]
         self._block_bytes = len(layers) * 2 * self._bs * self._heads * self._head_size * \
             one.element_size()
-        self._open(readonly=False)
+        pool = self._open(readonly=False)
+        self._cuda = one.is_cuda
+        if self._cuda:
+            self._register(*pool.data_mapping())
+
+    def _register(self, addr, length):
+        """Register the pool's data arena with CUDA in pieces, so copies are
+        DMA to and from its pages, never staged; drivers refuse very large
+        single registrations."""
+        cudart = torch.cuda.cudart()
+        self._pieces = (addr, length, self._piece)
+        for at in range(addr, addr + length, self._piece):
+            n = min(self._piece, addr + length - at)
+            err = cudart.cudaHostRegister(at, n, 0)
+            if int(err) != 0:
+                self.shutdown()
+                raise RuntimeError("MarukvConnector: cudaHostRegister of %d bytes of the "
+                                   "pool's data arena failed (CUDA error %d); a smaller "
+                                   "cuda_register_piece may do" % (n, int(err)))
+            self._registered.append(at)
 
     def _block_parts(self, block_id):
         """(K, V) of a block in each layer: tensors of [block, heads, size]."""
@@ -315,16 +388,20 @@ class MarukvConnector(KVConnectorBase_V1):
                 (t[0, block_id], t[1, block_id])
 
     def _copy(self, raw, block_id, load):
-        """Between a pool block's bytes (a uint8 tensor) and vLLM's block."""
-        dtype = self._layers[0][1].dtype
-        off, part = 0, self._bs * self._heads * self._head_size * self._layers[0][1].element_size()
+        """Between a pool block's bytes (a uint8 tensor) and vLLM's block.
+        On CUDA the copies are queued on the current stream: the caller
+        synchronizes before the pool's bytes are published or released."""
+        part = self._bs * self._heads * self._head_size * self._layers[0][1].element_size()
+        off = 0
         for k, v in self._block_parts(block_id):
             for t in (k, v):
-                pooled = raw[off:off + part].view(dtype).view(t.shape)
-                if load:
-                    t.copy_(pooled)
-                else:
-                    pooled.copy_(t)
+                flat = t.view(torch.uint8).view(-1)
+                for at, n in split(raw.data_ptr() + off, part, self._pieces):
+                    pooled, dev = raw[off + at:off + at + n], flat[at:at + n]
+                    if load:
+                        dev.copy_(pooled, non_blocking=self._cuda)
+                    else:
+                        pooled.copy_(dev, non_blocking=self._cuda)
                 off += part
 
     def start_load_kv(self, forward_context, **kwargs):
@@ -349,6 +426,9 @@ class MarukvConnector(KVConnectorBase_V1):
                     self._copy(raw, load.block_ids[i], load=True)
                     del raw
             finally:
+                # the copies done before the pool's pages may be reused
+                if self._cuda:
+                    torch.cuda.current_stream().synchronize()
                 for view in views:
                     if view is not None:
                         view.release()
@@ -360,25 +440,51 @@ class MarukvConnector(KVConnectorBase_V1):
         pass
 
     def wait_for_save(self):
+        """Every new full block: allocated, filled from every layer, then
+        published without waiting (its parent the block before it), so the
+        next block fills while the lease holder registers this one; on
+        CUDA all blocks' copies are queued first, and each block published
+        once its own are done.  Returns when every publish has an answer."""
         meta = self._get_connector_metadata()
         prefix = self._prefix(self._tp_rank)
+        tickets = []
         for save in meta.saves:
-            items = []
+            parent = prefix + save.parent if save.parent else None
+            blocks, events = [], []
             try:
                 for h, block_id in zip(save.hashes, save.block_ids):
                     buf = self._pool.alloc(self._block_bytes)
-                    items.append((prefix + h, buf))
+                    blocks.append((prefix + h, buf))
                     raw = torch.frombuffer(buf, dtype=torch.uint8)
                     self._copy(raw, block_id, load=False)
                     del raw
-                self._pool.publish_chain(prefix + save.parent if save.parent else None, items)
+                    if self._cuda:
+                        events.append(torch.cuda.Event())
+                        events[-1].record()
+                    else:
+                        tickets.append(self._pool.publish_async(prefix + h, buf, parent=parent))
+                        parent = prefix + h
+                for (key, buf), done in zip(blocks, events):
+                    done.synchronize()
+                    tickets.append(self._pool.publish_async(key, buf, parent=parent))
+                    parent = key
             except marukv.Error:
-                # not cached, and nothing half-visible: a later request recomputes them
+                # the rest of the chain is not cached, and nothing is half-visible:
+                # a later request recomputes it
                 self.save_errors += 1
             finally:
-                for _, buf in items:
+                if events:
+                    torch.cuda.current_stream().synchronize()
+                for _, buf in blocks:
                     if not buf.consumed:
                         self._pool.abort(buf)
+        for t in tickets:
+            try:
+                self._pool.wait(t)
+            except marukv.Exists:
+                pass            # another engine saved it first: the chain is shared
+            except marukv.Error:
+                self.save_errors += 1
 
     def get_block_ids_with_load_errors(self):
         errors, self._errors = self._errors, set()
