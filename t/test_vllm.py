@@ -321,3 +321,56 @@ def test_a_bad_registration_piece_is_refused(pool, piece):
     with pytest.raises(ValueError, match="cuda_register_piece"):
         vh.marukv.vllm.MarukvConnector(vllm_config, vh.KVConnectorRole.SCHEDULER,
                                        kv_cache_config)
+
+
+def test_a_producer_only_saves_and_a_consumer_only_loads(pool):
+    """kv_role: a kv_producer engine saves and never loads, even what the
+    pool has; a kv_consumer loads, saves nothing, and opens the pool
+    read-only."""
+    p = vh.Engine(pool, kv_role="kv_producer")
+    p.run(vh.Request("a", PROMPT, max_tokens=1))
+    r = vh.Request("a2", PROMPT, max_tokens=1)
+    assert p.scheduler.get_num_new_matched_tokens(r, 0) == (0, False)
+    with marukv.Pool(pool) as h:
+        saved = h.stat()["entries"]
+    assert saved == 5
+    p.run(r)                # the same prompt: nothing loaded, nothing saved again
+    assert p.loaded["a2"] == 0 and p.worker.save_errors == 0
+    p.close()
+    c = vh.Engine(pool, kv_role="kv_consumer")
+    assert c.worker._pool.readonly
+    r = vh.Request("b", PROMPT + [5, 6, 7, 8, 9], max_tokens=6)
+    c.run(r)
+    assert c.loaded["b"] == 20
+    check_loaded(c, r)
+    assert c.worker.save_errors == 0
+    c.close()
+    with marukv.Pool(pool) as h:
+        assert h.stat()["entries"] == saved
+
+
+def test_a_prefix_evicted_by_the_pool_loads_what_is_left():
+    """The pool evicts a chain's tail blocks first: another engine then
+    finds the blocks left, whole, and loads every byte of them right."""
+    d = tempfile.mkdtemp(prefix="marukv-vllm.", dir="/dev/shm")
+    try:
+        pool = os.path.join(d, "pool")
+        # 64 pages: each block's page is more than 1 % of the pool
+        marukv.Pool(pool, create=True, data_size=64 * 4096, page_size=4096).close()
+        evict_the_tail(pool)
+    finally:
+        shutil.rmtree(d)
+
+
+def evict_the_tail(pool):
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    e.close()
+    with marukv.Pool(pool) as h:
+        pct = 100 - 100 * h.stat()["pages_used"] // h.stat()["pages_total"]
+        while h.stat()["entries"] > 3:
+            h.evict(pct)
+            pct += 1
+        left = h.stat()["entries"]
+    assert 0 < left <= 3
+    assert other_engine(pool, PROMPT, seed=5) == 4 * left

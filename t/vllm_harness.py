@@ -51,13 +51,22 @@ import marukv.vllm  # noqa: E402
 
 
 class KVTransferConfig:
-    """Follows vllm/config/kv_transfer.py: the fields the connector reads."""
+    """Follows vllm/config/kv_transfer.py: the fields the connector reads, and
+    is_kv_producer / is_kv_consumer (L114-118)."""
 
-    def __init__(self, extra):
+    def __init__(self, extra, kv_role="kv_both"):
         self.kv_connector = "MarukvConnector"
         self.kv_connector_module_path = "marukv.vllm"
-        self.kv_role = "kv_both"
+        self.kv_role = kv_role
         self.kv_connector_extra_config = dict(extra)
+
+    @property
+    def is_kv_producer(self):
+        return self.kv_role in ("kv_producer", "kv_both")
+
+    @property
+    def is_kv_consumer(self):
+        return self.kv_role in ("kv_consumer", "kv_both")
 
     def get_from_extra_config(self, key, default):
         return self.kv_connector_extra_config.get(key, default)
@@ -104,7 +113,7 @@ def kv_of(tokens, layer, shape, dtype):
 
 
 def configs(pool, dtype=torch.float16, layers=3, heads=2, head_size=8, block_size=4,
-            num_blocks=64, model="m", tp=(0, 1), extra=None):
+            num_blocks=64, model="m", tp=(0, 1), extra=None, kv_role="kv_both"):
     """An engine's VllmConfig and KVCacheConfig, as much of them as the connector reads."""
     cfg = {"pool": pool}
     cfg.update(extra or {})
@@ -115,7 +124,7 @@ def configs(pool, dtype=torch.float16, layers=3, heads=2, head_size=8, block_siz
         num_blocks=num_blocks,
         kv_cache_groups=[SimpleNamespace(layer_names=names, kv_cache_spec=spec)])
     vllm_config = SimpleNamespace(
-        kv_transfer_config=KVTransferConfig(cfg),
+        kv_transfer_config=KVTransferConfig(cfg, kv_role),
         cache_config=SimpleNamespace(block_size=block_size),
         parallel_config=SimpleNamespace(tensor_parallel_size=tp[1], pipeline_parallel_size=1),
         model_config=SimpleNamespace(model=model, revision=None))
@@ -127,11 +136,12 @@ class Engine:
 
     def __init__(self, pool, dtype=torch.float16, layers=3, heads=2, head_size=8,
                  block_size=4, num_blocks=64, model="m", tp=(0, 1), kv_first=False,
-                 extra=None, device="cpu"):
+                 extra=None, device="cpu", kv_role="kv_both"):
         self.bs, self.heads, self.size, self.dtype = block_size, heads, head_size, dtype
         self.device = device
         self.vllm_config, self.kv_cache_config = configs(pool, dtype, layers, heads, head_size,
-                                                         block_size, num_blocks, model, tp, extra)
+                                                         block_size, num_blocks, model, tp, extra,
+                                                         kv_role)
         names = self.kv_cache_config.kv_cache_groups[0].layer_names
         parallel_state.set_tensor_model_parallel_rank(tp[0])
         self.scheduler = marukv.vllm.MarukvConnector(self.vllm_config, KVConnectorRole.SCHEDULER,

@@ -32,6 +32,11 @@ extra_config keys (kv_connector_extra_config):
               on a GPU, the size of each piece of the pool's data arena
               registered with CUDA, a multiple of 4096 (default 1 GiB)
 
+kv_role.  "kv_both" saves and loads.  "kv_producer" saves and never loads
+(the scheduler still looks a prompt up, only so as not to save again the
+blocks the pool has).  "kv_consumer" loads and never saves; its worker
+opens the pool read-only, so a consumer needs only read access to it.
+
 On a GPU.  When vLLM's KV caches are CUDA tensors, register_kv_caches
 registers the worker's mapping of the pool's data arena with CUDA
 (cudaHostRegister through torch.cuda.cudart(), in pieces: drivers refuse
@@ -112,6 +117,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
 _KEY_TAG = b"vllm1:"
+_CUDA_HOST_REGISTER_READ_ONLY = 0x08     # cudaHostRegisterReadOnly, cuda_runtime_api.h
 
 
 def namespace_text(model, revision, dtype, block_size, heads, head_size, layers,
@@ -204,6 +210,8 @@ class MarukvConnector(KVConnectorBase_V1):
         self._create = bool(kvt.get_from_extra_config("create", False))
         self._data_size = kvt.get_from_extra_config("data_size", None)
         self._namespace = str(kvt.get_from_extra_config("namespace", ""))
+        # kv_role: a producer saves, a consumer loads, kv_both does both
+        self._saves, self._loads_on = kvt.is_kv_producer, kvt.is_kv_consumer
         par = vllm_config.parallel_config
         if par.pipeline_parallel_size != 1:
             raise ValueError("MarukvConnector: pipeline parallelism is not supported yet")
@@ -288,6 +296,8 @@ class MarukvConnector(KVConnectorBase_V1):
                 hit = min(hit, pool.prefix_len([prefix + h for h in hashes[:hit]]))
         self._local[request.request_id] = num_computed_tokens
         self._hit[request.request_id] = hit
+        if not self._loads_on:
+            return 0, False     # a producer: the hit only spares saving those blocks again
         return max(0, hit * self._bs - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
@@ -315,7 +325,7 @@ class MarukvConnector(KVConnectorBase_V1):
                           rid in cached.resumed_req_ids))
         for rid, new_ids, computed, replace in steps:
             request = self._reqs.get(rid)
-            if request is None or not _cacheable(request):
+            if request is None or not _cacheable(request) or not self._saves:
                 continue
             ids = list(new_ids) if replace else self._blocks.get(rid, []) + list(new_ids)
             self._blocks[rid] = ids
@@ -360,20 +370,22 @@ class MarukvConnector(KVConnectorBase_V1):
         one = layers[0][1]
         self._block_bytes = len(layers) * 2 * self._bs * self._heads * self._head_size * \
             one.element_size()
-        pool = self._open(readonly=False)
+        pool = self._open(readonly=not self._saves)
         self._cuda = one.is_cuda
         if self._cuda:
-            self._register(*pool.data_mapping())
+            self._register(*pool.data_mapping(), readonly=not self._saves)
 
-    def _register(self, addr, length):
+    def _register(self, addr, length, readonly):
         """Register the pool's data arena with CUDA in pieces, so copies are
         DMA to and from its pages, never staged; drivers refuse very large
-        single registrations."""
+        single registrations, and a read-only mapping needs the read-only
+        flag where the GPU has no HMM."""
         cudart = torch.cuda.cudart()
+        flags = _CUDA_HOST_REGISTER_READ_ONLY if readonly else 0
         self._pieces = (addr, length, self._piece)
         for at in range(addr, addr + length, self._piece):
             n = min(self._piece, addr + length - at)
-            err = cudart.cudaHostRegister(at, n, 0)
+            err = cudart.cudaHostRegister(at, n, flags)
             if int(err) != 0:
                 self.shutdown()
                 raise RuntimeError("MarukvConnector: cudaHostRegister of %d bytes of the "
