@@ -374,3 +374,30 @@ def evict_the_tail(pool):
         left = h.stat()["entries"]
     assert 0 < left <= 3
     assert other_engine(pool, PROMPT, seed=5) == 4 * left
+
+
+def test_no_buffer_of_its_own_between_the_cache_and_the_pool(pool):
+    """torch's profiler counts every CPU allocation of an op: a save and a
+    load of blocks of 256 KiB allocate no tensor memory at all (every tensor
+    they make is a view of the cache or of pool pages)."""
+    from torch.profiler import ProfilerActivity, profile
+    e = vh.Engine(pool, layers=4, heads=8, head_size=128, block_size=16, num_blocks=8)
+    w, allocated = e.worker, []
+    assert w._block_bytes == 256 << 10
+
+    def watched(f):
+        def run(*args, **kwargs):
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                f(*args, **kwargs)
+            allocated.extend((ev.name, ev.cpu_memory_usage) for ev in prof.events()
+                             if ev.cpu_memory_usage > 0)
+        return run
+    w.wait_for_save, w.start_load_kv = watched(w.wait_for_save), watched(w.start_load_kv)
+    prompt = list(range(16 * 3 + 1))
+    e.run(vh.Request("a", prompt, max_tokens=1))
+    r = vh.Request("b", prompt, max_tokens=1)
+    e.run(r)
+    assert e.loaded["b"] == 48
+    check_loaded(e, r)
+    assert allocated == [], allocated
+    e.close()
