@@ -401,3 +401,46 @@ def test_no_buffer_of_its_own_between_the_cache_and_the_pool(pool):
     check_loaded(e, r)
     assert allocated == [], allocated
     e.close()
+
+
+def test_requests_whose_tokens_do_not_name_their_kv_are_left_alone(pool):
+    """Multimodal inputs (under either of vLLM's names) or prompt embeddings:
+    such a prompt is never looked up nor saved."""
+    e = vh.Engine(pool)
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    for attr, value in (("mm_features", [object()]), ("mm_positions", [object()]),
+                        ("mm_hashes", ["h"]), ("prompt_embeds", torch.zeros(1))):
+        r = vh.Request("x", PROMPT, max_tokens=1)
+        setattr(r, attr, value)
+        assert e.scheduler.get_num_new_matched_tokens(r, 0) == (0, False), attr
+    e.close()
+
+
+def test_an_older_scheduler_output_marks_resumed_requests_by_flags(pool):
+    """vLLM before resumed_req_ids said which cached requests resumed from
+    preemption with a list of flags, resumed_from_preemption: a preempted
+    request resumes in the blocks it is given anew, and loads its own
+    blocks back into them."""
+    e = vh.Engine(pool)
+    real = e.scheduler.build_connector_meta
+
+    def older(so):
+        cached = so.scheduled_cached_reqs
+        fields = dict(vars(cached))
+        resumed = fields.pop("resumed_req_ids")
+        fields["resumed_from_preemption"] = [rid in resumed for rid in cached.req_ids]
+        so.scheduled_cached_reqs = vh.SimpleNamespace(**fields)
+        return real(so)
+    e.scheduler.build_connector_meta = older
+    r = vh.Request("a", PROMPT, max_tokens=3)
+    e.add(r)
+    e.step()
+    e.preempt(r)
+    taken = [e.free.pop() for _ in range(3)]     # its blocks go to others
+    for c in e.caches.values():
+        c.zero_()
+    e.step()
+    assert e.loaded["a"] == 20
+    assert e.scheduler._blocks["a"] == r.block_ids and not set(taken) & set(r.block_ids)
+    check_loaded(e, r)
+    e.close()

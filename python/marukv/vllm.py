@@ -172,8 +172,13 @@ def _extra(request):
 
 
 def _cacheable(request):
+    """Whether a request's token ids say what its KV holds: not with
+    multimodal inputs (mm_features; older vLLM named them mm_positions and
+    mm_hashes) nor prompt embeddings."""
     return (getattr(request, "prompt_token_ids", None) is not None
-            and not getattr(request, "mm_features", None))
+            and getattr(request, "prompt_embeds", None) is None
+            and not any(getattr(request, a, None)
+                        for a in ("mm_features", "mm_positions", "mm_hashes")))
 
 
 @dataclass
@@ -319,10 +324,15 @@ class MarukvConnector(KVConnectorBase_V1):
         steps = [(r.req_id, r.block_ids[0], r.num_computed_tokens, True)
                  for r in scheduler_output.scheduled_new_reqs]
         cached = scheduler_output.scheduled_cached_reqs
+        # a set of ids; older vLLM had a list of flags, resumed_from_preemption
+        resumed = getattr(cached, "resumed_req_ids", None)
+        if resumed is None:
+            resumed = {rid for rid, r in zip(cached.req_ids, cached.resumed_from_preemption)
+                       if r}
         for i, rid in enumerate(cached.req_ids):
             new = cached.new_block_ids[i]
             steps.append((rid, new[0] if new else [], cached.num_computed_tokens[i],
-                          rid in cached.resumed_req_ids))
+                          rid in resumed))
         for rid, new_ids, computed, replace in steps:
             request = self._reqs.get(rid)
             if request is None or not _cacheable(request) or not self._saves:
