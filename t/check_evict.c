@@ -377,7 +377,7 @@ END_TEST
 static int
 chain_publish(struct mkv_pool *pool, const uint8_t *parent, uint8_t (*keys)[32], size_t n)
 {
-	struct mkv_key k[64];
+	struct mkv_key k[64] = { { 0 } };
 	struct mkv_buf b[64];
 	int rc;
 
@@ -505,11 +505,33 @@ START_TEST(test_publish_chain_shares_and_checks)
 END_TEST
 
 /*
- * A chain longer than a client's request ring, from a client that does not
- * hold the lease.  Not under TSan, which cannot follow a fork after threads
- * start (see TSAN_TESTS in Makefile.am).
+ * Children of a test that fork: not under TSan, which cannot follow a fork
+ * after threads start (see TSAN_TESTS in Makefile.am).
  */
 #ifndef __SANITIZE_THREAD__
+typedef int (*chain_fn)(struct mkv_pool *, const uint8_t *, uint8_t (*)[32], size_t);
+
+/* A child process that opens the pool and publishes with fn: its exit status. */
+static int
+child_publishes(chain_fn fn, const uint8_t *parent, uint8_t (*keys)[32], size_t n)
+{
+	pid_t pid = tu_fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct mkv_pool *c;
+
+		if (tu_pool_open(tu_dir, 0, &c))
+			_exit(2);
+		if (fn(c, parent, keys, n))
+			_exit(1);
+		mkv_pool_close(&c);
+		_exit(0);
+	}
+	return tu_wait(pid);
+}
+
+/* A chain longer than a client's request ring, from a client that does not hold the lease. */
 START_TEST(test_chain_from_another_process)
 {
 	enum { LEN = 40 };
@@ -517,24 +539,12 @@ START_TEST(test_chain_from_another_process)
 	struct mkv_pool *pool;
 	struct mkv_evict rep;
 	size_t n;
-	pid_t pid;
 
 	evict_pool(TU_DATA_SIZE, &pool);
 	TU_OK(tu_put(pool, "holder", 6, 10));
 	tu_chain_keys(keys, LEN, 7);
-	pid = tu_fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct mkv_pool *c;
-
-		if (tu_pool_open(tu_dir, 0, &c))
-			_exit(2);
-		if (chain_publish(c, NULL, keys, 32) || chain_publish(c, keys[31], &keys[32], 8))
-			_exit(1);
-		mkv_pool_close(&c);
-		_exit(0);
-	}
-	ck_assert_int_eq(tu_wait(pid), 0);
+	ck_assert_int_eq(child_publishes(chain_publish, NULL, keys, 32), 0);
+	ck_assert_int_eq(child_publishes(chain_publish, keys[31], &keys[32], 8), 0);
 	ck_assert_uint_eq(chain_prefix(pool, keys, LEN), LEN);
 	/* 41 pages used of 1024: evicting to 98 % free takes about half the chain */
 	TU_OK(mkv_pool_evict(pool, 98, 0, &rep));
@@ -590,27 +600,13 @@ START_TEST(test_chain_published_block_by_block)
 	struct mkv_evict rep;
 	struct mkv_buf b;
 	size_t n;
-	pid_t pid;
 
 	evict_pool(TU_DATA_SIZE, &pool);
 	tu_chain_keys(keys, LEN, 9);
 	TU_OK(chain_publish_async(pool, NULL, keys, 20));
 #ifndef __SANITIZE_THREAD__
-	pid = tu_fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct mkv_pool *c;
-
-		if (tu_pool_open(tu_dir, 0, &c))
-			_exit(2);
-		if (chain_publish_async(c, keys[19], &keys[20], 20))
-			_exit(1);
-		mkv_pool_close(&c);
-		_exit(0);
-	}
-	ck_assert_int_eq(tu_wait(pid), 0);
+	ck_assert_int_eq(child_publishes(chain_publish_async, keys[19], &keys[20], 20), 0);
 #else
-	(void)pid;
 	TU_OK(chain_publish_async(pool, keys[19], &keys[20], 20));
 #endif
 	ck_assert_uint_eq(chain_prefix(pool, keys, LEN), LEN);

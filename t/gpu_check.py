@@ -27,7 +27,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,21 +37,11 @@ if not torch.cuda.is_available():
     sys.exit(77)
 
 import marukv  # noqa: E402
+import vllm_bench  # noqa: E402
 import vllm_harness as vh  # noqa: E402
 
 PIECE = 64 << 20
 PROMPT = [(i * 37 + 11) % 1000 for i in range(70)]
-
-
-def median(f, runs=5):
-    ts = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        f()
-        torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t)
-    return sorted(ts)[runs // 2]
 
 
 def check_bytes(path):
@@ -85,39 +74,10 @@ def bench(path, n):
                   device="cuda")
     for c in e.caches.values():
         c.normal_()
-    w, block_bytes = e.worker, e.worker._block_bytes
-    ids = list(range(1, n + 1))
-    pinned = torch.empty(n * block_bytes, dtype=torch.uint8, pin_memory=True)
-
-    def save(run=[0]):
-        run[0] += 1
-        hashes = [b"%032x" % (run[0] * 100000 + i) for i in range(n)]
-        w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
-            saves=[vh.marukv.vllm._Save("r", None, hashes, ids)]))
-        w.wait_for_save()
-        w.clear_connector_metadata()
-        save.last = hashes
-
-    def load():
-        w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
-            loads=[vh.marukv.vllm._Load("r", save.last, ids)]))
-        w.start_load_kv(None)
-        w.clear_connector_metadata()
-        assert not w.get_block_ids_with_load_errors()
-
-    def torch_copy(load):
-        for i, b in enumerate(ids):
-            w._copy(pinned[i * block_bytes:(i + 1) * block_bytes], b, load=load)
-
-    gb = n * block_bytes / 1e9
-    t_save, t_tsave = median(save), median(lambda: torch_copy(False))
-    t_load, t_tload = median(load), median(lambda: torch_copy(True))
-    print("%d blocks of %.1f MiB on %s" % (n, block_bytes / 2**20, torch.cuda.get_device_name()))
-    print("  save (GPU -> pool)   %6.2f GB/s   torch GPU -> pinned %6.2f GB/s   ratio %.2f"
-          % (gb / t_save, gb / t_tsave, t_tsave / t_save))
-    print("  load (pool -> GPU)   %6.2f GB/s   torch pinned -> GPU %6.2f GB/s   ratio %.2f"
-          % (gb / t_load, gb / t_tload, t_tload / t_load))
-    assert w.save_errors == 0
+    print("on %s:" % torch.cuda.get_device_name())
+    pinned = torch.empty(n * e.worker._block_bytes, dtype=torch.uint8, pin_memory=True)
+    vllm_bench.transfers(e, n, pinned, sync=torch.cuda.synchronize,
+                         label=(" GPU -> pinned", " pinned -> GPU"))
     e.close()
 
 

@@ -39,13 +39,56 @@ import vllm_harness as vh  # noqa: E402
 MADV_POPULATE_WRITE = 23     # Linux 5.14
 
 
-def median(f, runs=5):
+def median(f, runs=5, sync=lambda: None):
+    """f's median time over runs; sync() waits for what f queued (a GPU's)."""
     ts = []
     for _ in range(runs):
+        sync()
         t = time.perf_counter()
         f()
+        sync()
         ts.append(time.perf_counter() - t)
     return sorted(ts)[runs // 2]
+
+
+def transfers(e, n, plain, sync=lambda: None, label=("", "")):
+    """Time the save and the load of n blocks through engine e's worker
+    against torch's per-layer copies between its cache and plain (a tensor
+    of n blocks' bytes), and print GB/s and the ratios; label names the two
+    directions of the torch copies."""
+    w, block_bytes = e.worker, e.worker._block_bytes
+    ids = list(range(1, n + 1))
+
+    def save(run=[0]):
+        run[0] += 1
+        hashes = [b"%032x" % (run[0] * 100000 + i) for i in range(n)]
+        w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
+            saves=[vh.marukv.vllm._Save("r", None, hashes, ids)]))
+        w.wait_for_save()
+        w.clear_connector_metadata()
+        save.last = hashes
+
+    def load():
+        w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
+            loads=[vh.marukv.vllm._Load("r", save.last, ids)]))
+        w.start_load_kv(None)
+        w.clear_connector_metadata()
+        assert not w.get_block_ids_with_load_errors()
+
+    def torch_copy(load):
+        for i, b in enumerate(ids):
+            w._copy(plain[i * block_bytes:(i + 1) * block_bytes], b, load=load)
+
+    gb = n * block_bytes / 1e9
+    t_save, t_tsave = median(save, sync=sync), median(lambda: torch_copy(False), sync=sync)
+    t_load, t_tload = median(load, sync=sync), median(lambda: torch_copy(True), sync=sync)
+    print("%d blocks of %.1f MiB (32 layers, 8 heads, 128, fp16, block 16)"
+          % (n, block_bytes / 2**20))
+    print("  save   %6.2f GB/s   torch%s %6.2f GB/s   ratio %.2f"
+          % (gb / t_save, label[0], gb / t_tsave, t_tsave / t_save))
+    print("  load   %6.2f GB/s   torch%s %6.2f GB/s   ratio %.2f"
+          % (gb / t_load, label[1], gb / t_tload, t_tload / t_load))
+    assert w.save_errors == 0
 
 
 def main():
@@ -69,39 +112,8 @@ def main():
                   % os.strerror(ctypes.get_errno()))
         for c in e.caches.values():
             c.normal_()
-        w, block_bytes = e.worker, e.worker._block_bytes
-        ids = list(range(1, n + 1))
-        plain = torch.empty(n * block_bytes, dtype=torch.uint8)
-
-        def save(run=[0]):
-            run[0] += 1
-            hashes = [b"%032x" % (run[0] * 100000 + i) for i in range(n)]
-            w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
-                saves=[vh.marukv.vllm._Save("r", None, hashes, ids)]))
-            w.wait_for_save()
-            w.clear_connector_metadata()
-            save.last = hashes
-
-        def load():
-            w.bind_connector_metadata(vh.marukv.vllm.MarukvMetadata(
-                loads=[vh.marukv.vllm._Load("r", save.last, ids)]))
-            w.start_load_kv(None)
-            w.clear_connector_metadata()
-            assert not w.get_block_ids_with_load_errors()
-
-        def torch_copy(load):
-            for i, b in enumerate(ids):
-                w._copy(plain[i * block_bytes:(i + 1) * block_bytes], b, load=load)
-
-        gb = n * block_bytes / 1e9
-        t_save, t_tsave = median(save), median(lambda: torch_copy(False))
-        t_load, t_tload = median(load), median(lambda: torch_copy(True))
-        print("%d blocks of %.1f MiB (32 layers, 8 heads, 128, fp16, block 16)"
-              % (n, block_bytes / 2**20))
-        print("  save   %6.2f GB/s   torch %6.2f GB/s   ratio %.2f"
-              % (gb / t_save, gb / t_tsave, t_tsave / t_save))
-        print("  load   %6.2f GB/s   torch %6.2f GB/s   ratio %.2f"
-              % (gb / t_load, gb / t_tload, t_tload / t_load))
+        w = e.worker
+        transfers(e, n, torch.empty(n * w._block_bytes, dtype=torch.uint8))
         # lookups: a prompt cached whole, and one not cached at all
         s = e.scheduler
         with marukv.Pool(path) as p:
