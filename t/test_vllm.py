@@ -444,3 +444,17 @@ def test_an_older_scheduler_output_marks_resumed_requests_by_flags(pool):
     assert e.scheduler._blocks["a"] == r.block_ids and not set(taken) & set(r.block_ids)
     check_loaded(e, r)
     e.close()
+
+
+@pytest.mark.parametrize("checksum", [True, False])
+def test_the_checksum_key_decides_what_a_deep_verify_checks(pool, checksum):
+    """checksum false saves blocks with no checksum: they load alike, and a
+    deep verify has nothing of theirs to check."""
+    e = vh.Engine(pool, extra={"checksum": checksum})
+    e.run(vh.Request("a", PROMPT, max_tokens=1))
+    e.close()
+    assert other_engine(pool, PROMPT, seed=7) == 20
+    with marukv.Pool(pool) as p:
+        v = p.verify(deep=True)
+    assert v["problems"] == 0 and v["entries"] == 5
+    assert v["checksums_checked"] == (5 if checksum else 0), v

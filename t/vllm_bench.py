@@ -3,21 +3,24 @@
 build tree, after make:
 
     PYTHONPATH=<a staged marukv package> /usr/bin/python3 t/vllm_bench.py [--blocks N]
+        [--no-checksum]
 
 (t/python.sh shows how the package is staged.)  A Llama-3-8B-shaped cache
 (32 layers, 8 KV heads, head size 128, fp16, block size 16: 2 MiB a
 block), driven through t/vllm_harness.py's engine:
 
   save   wait_for_save of N new blocks: each gathered from every layer
-         straight into pool pages, then published as a chain
+         straight into pool pages, then published (--no-checksum: with
+         the connector's checksum key false)
   load   start_load_kv of those N blocks from zero-copy views
   torch  the same per-layer copies between the cache and a plain CPU
          tensor, in the same run: the ratio is marukv's / torch's
 
 and get_num_new_matched_tokens for prompts of 1k, 8k and 32k tokens, all
 cached and none cached, the chain hashed from the tokens; and asked again
-for a request still waiting, whose chain the connector keeps.  Medians of 5 runs; the machine's noise shows in
-the spread, so compare ratios, not absolute times.
+for a request still waiting, whose chain the connector keeps.  The four
+transfers run interleaved, 7 rounds, and each figure is a median; the
+machine's noise shows in the spread, so compare ratios, not absolute times.
 """
 
 import argparse
@@ -79,9 +82,15 @@ def transfers(e, n, plain, sync=lambda: None, label=("", "")):
         for i, b in enumerate(ids):
             w._copy(plain[i * block_bytes:(i + 1) * block_bytes], b, load=load)
 
+    # the four interleaved, run by run, so the machine's drift hits them alike
+    runs = {"save": [], "tsave": [], "load": [], "tload": []}
+    for _ in range(7):
+        for name, f in (("tsave", lambda: torch_copy(False)), ("save", save),
+                        ("tload", lambda: torch_copy(True)), ("load", load)):
+            runs[name].append(median(f, runs=1, sync=sync))
+    t_save, t_tsave, t_load, t_tload = (sorted(runs[k])[3] for k in
+                                        ("save", "tsave", "load", "tload"))
     gb = n * block_bytes / 1e9
-    t_save, t_tsave = median(save, sync=sync), median(lambda: torch_copy(False), sync=sync)
-    t_load, t_tload = median(load, sync=sync), median(lambda: torch_copy(True), sync=sync)
     print("%d blocks of %.1f MiB (32 layers, 8 heads, 128, fp16, block 16)"
           % (n, block_bytes / 2**20))
     print("  save   %6.2f GB/s   torch%s %6.2f GB/s   ratio %.2f"
@@ -94,6 +103,8 @@ def transfers(e, n, plain, sync=lambda: None, label=("", "")):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--blocks", type=int, default=64)
+    ap.add_argument("--no-checksum", action="store_true",
+                    help="the connector's checksum key false: saves record no checksums")
     a = ap.parse_args()
     n, bs = a.blocks, 16
     d = tempfile.mkdtemp(prefix="marukv-vllm-bench.", dir="/dev/shm")
@@ -102,7 +113,7 @@ def main():
         # room for every run's blocks: no eviction inside the timings
         marukv.Pool(path, create=True, data_size=(20 * n + 64) << 20).close()
         e = vh.Engine(path, layers=32, heads=8, head_size=128, block_size=bs,
-                      num_blocks=n + 1)
+                      num_blocks=n + 1, extra={"checksum": not a.no_checksum})
         # each page of the arena mapped once first in the worker's own mapping,
         # as a running engine's are (and as cudaHostRegister() maps them on a GPU)
         libc = ctypes.CDLL(None, use_errno=True)
