@@ -69,7 +69,10 @@ if [ -n "$only" ] && [ ! -r "$only" ]; then
 	exit 99
 fi
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mkvmut.XXXXXX") || exit 99
-trap 'rm -rf "$scratch"' EXIT
+# the suites' pools go under $shm (MKV_TEST_SHM, t/testutil.c): a run killed
+# by its time limit leaves them there, and they go with the run's judge
+shm=$(mktemp -d /dev/shm/mkvmut.XXXXXX) || exit 99
+trap 'rm -rf "$scratch" "$shm"' EXIT
 
 # the sites each suite reaches, in $scratch/<n>.sites, and the limit on a
 # run of it with a site left out: four times what it took with every site
@@ -80,11 +83,11 @@ declare -a suite_limit
 for suite in "$@"; do
 	n=$((n + 1))
 	start=$SECONDS
-	if ! HOSTEMU_SITES="$scratch/$n.raw" timeout "$limit" "$top_builddir/$suite" \
-			>"$scratch/base.log" 2>&1; then
+	if ! MKV_TEST_SHM=$shm HOSTEMU_SITES="$scratch/$n.raw" timeout "$limit" \
+			"$top_builddir/$suite" >"$scratch/base.log" 2>&1; then
 		start=$SECONDS
-		if ! HOSTEMU_SITES="$scratch/$n.raw" timeout "$limit" "$top_builddir/$suite" \
-				>"$scratch/base.log" 2>&1; then
+		if ! MKV_TEST_SHM=$shm HOSTEMU_SITES="$scratch/$n.raw" timeout "$limit" \
+				"$top_builddir/$suite" >"$scratch/base.log" 2>&1; then
 			echo "mutations: $suite fails with every site in place:" >&2
 			tail -5 "$scratch/base.log" >&2
 			exit 99
@@ -113,15 +116,18 @@ fi
 # DIR; its line ("caught ..." or "missed ...") into DIR/verdict.
 judge() {
 	local site=$1 dir=$2 verdict=missed start=$SECONDS n=0 suite try rc failed
+	local pools
+	pools=$(mktemp -d "$shm/judge.XXXXXX") || exit 99
 	for suite in "${suites[@]}"; do
 		n=$((n + 1))
 		grep -qxF "$site" "$scratch/$n.sites" || continue
 		# a failure is confirmed by a second run: a suite that fails now
 		# and then under load must not pass for a catch
 		for try in 1 2; do
-			HOSTEMU_SKIP=$site timeout "${suite_limit[$n]}" "$top_builddir/$suite" \
-				>"$dir/run$try.log" 2>&1
+			MKV_TEST_SHM=$pools HOSTEMU_SKIP=$site timeout "${suite_limit[$n]}" \
+				"$top_builddir/$suite" >"$dir/run$try.log" 2>&1
 			rc=$?
+			rm -rf "${pools:?}"/*
 			[ "$rc" -ne 0 ] || break
 		done
 		[ "$rc" -ne 0 ] || continue
@@ -139,6 +145,7 @@ judge() {
 			break
 		fi
 	done
+	rm -rf "$pools"
 	if [ "$verdict" = missed ]; then
 		echo "missed $site [$((SECONDS - start)) s]" >"$dir/verdict"
 	else
