@@ -405,6 +405,14 @@ View_get_released(ViewObject *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+View_get_address(ViewObject *self, void *Py_UNUSED(closure))
+{
+	if (view_check(self) < 0)
+		return NULL;
+	return PyLong_FromVoidPtr((void *)self->view.data);
+}
+
+static PyObject *
 View_repr(ViewObject *self)
 {
 	if (!self->live || self->pool->pool == NULL)
@@ -486,6 +494,11 @@ static PyMethodDef View_methods[] = {
 static PyGetSetDef View_getset[] = {
 	{ "released", (getter)View_get_released, NULL,
 	  "True once the view is released or its pool closed.", NULL },
+	{ "address", (getter)View_get_address, NULL,
+	  "The address of the value's first byte in this process, for an array\n"
+	  "over it that does not export the view (so release() is not refused\n"
+	  "while it lives): the caller must end every use of such an array\n"
+	  "before release().  ValueError once released.", NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
@@ -655,6 +668,14 @@ Buffer_get_consumed(BufferObject *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+Buffer_get_address(BufferObject *self, void *Py_UNUSED(closure))
+{
+	if (buf_check(self) < 0)
+		return NULL;
+	return PyLong_FromVoidPtr(self->buf.data);
+}
+
+static PyObject *
 Buffer_repr(BufferObject *self)
 {
 	if (self->state == BUF_DONE || self->pool->pool == NULL)
@@ -709,6 +730,13 @@ static PyMethodDef Buffer_methods[] = {
 static PyGetSetDef Buffer_getset[] = {
 	{ "consumed", (getter)Buffer_get_consumed, NULL,
 	  "True once the buffer is published or aborted, or its pool closed.", NULL },
+	{ "address", (getter)Buffer_get_address, NULL,
+	  "The address of the buffer's first byte in this process, for an array\n"
+	  "over it that does not export the buffer (so publish() and abort() are\n"
+	  "not refused while it lives): the caller must write through it only\n"
+	  "before publish(), and end every use of it before the value is\n"
+	  "deleted or evicted, or the buffer aborted.  ValueError once consumed.",
+	  NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 

@@ -1544,3 +1544,23 @@ def test_readme_example(pooldir, monkeypatch, capsys):
         exec(compile(code, "README", "exec"), {})
         out = capsys.readouterr().out
         assert out.startswith("[1.5 1.5 1.5 1.5]") and out.rstrip().endswith(" 1"), out
+
+
+def test_address_gives_an_array_that_exports_nothing(pool):
+    """Buffer.address and View.address: an array made from the address does
+    not keep the buffer or view exported, so publish() and release() go
+    ahead (its user must stop using it first); consumed or released, the
+    address is refused."""
+    b = pool.alloc(2 * PAGE)
+    a = (ctypes.c_char * len(b)).from_address(b.address)
+    a[:5] = b"hello"
+    pool.publish(b"addr", b)
+    with pytest.raises(ValueError):
+        b.address
+    v = pool.get(b"addr")
+    r = (ctypes.c_char * len(v)).from_address(v.address)
+    assert r[:5] == b"hello" and bytes(v)[:5] == b"hello"
+    del r
+    v.release()
+    with pytest.raises(ValueError):
+        v.address
