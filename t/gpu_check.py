@@ -15,6 +15,10 @@ check passed, 1 otherwise.  It
 - saves a prompt through the connector, loads it into a second engine on
   the same GPU, and compares every byte of every layer of every loaded
   token with what the model wrote;
+- stores a prompt's chunks through marukv.lmcache_backend from CUDA
+  tensors (t/lmcache_backend_harness.py's engine, the backend's arena
+  registered with CUDA) and retrieves them into another engine's, every
+  byte compared;
 - times save and load of N blocks of a Llama-3-8B-shaped cache (32 layers,
   8 KV heads, head size 128, fp16, block size 16) against torch copying
   the same blocks between the same GPU tensors and pinned host memory
@@ -36,6 +40,7 @@ if not torch.cuda.is_available():
     print("skip - torch.cuda.is_available() is false")
     sys.exit(77)
 
+import lmcache_backend_harness as lh  # noqa: E402
 import marukv  # noqa: E402
 import vllm_bench  # noqa: E402
 import vllm_harness as vh  # noqa: E402
@@ -69,6 +74,24 @@ def check_bytes(path):
           % (want, len(b.caches)))
 
 
+def check_lmcache(path):
+    """Store through marukv.lmcache_backend from CUDA tensors, retrieve in
+    another engine into CUDA tensors: every byte equal."""
+    tokens = [(i * 31 + 7) % 1000 for i in range(16 * 4 + 5)]
+    a = lh.Engine(path, device="cuda")
+    gpu = a.kv(tokens)
+    a.store(tokens, gpu)
+    assert a.sm.backend()._registration is not None, "the pool was not registered with CUDA"
+    b = lh.Engine(path, device="cuda")
+    out, got = b.retrieve(tokens)
+    assert got == len(tokens), got
+    assert torch.equal(out, gpu)
+    a.close()
+    b.close()
+    print("bytes: %d tokens stored and retrieved through the LMCache backend on the GPU, "
+          "equal" % got)
+
+
 def bench(path, n):
     e = vh.Engine(path, layers=32, heads=8, head_size=128, block_size=16, num_blocks=n + 1,
                   device="cuda")
@@ -90,6 +113,7 @@ def main():
         path = os.path.join(d, "pool")
         marukv.Pool(path, create=True, data_size=(20 * a.blocks + 256) << 20).close()
         check_bytes(path)
+        check_lmcache(path)
         bench(path, a.blocks)
     except AssertionError as e:
         print("FAIL: %r" % (e,))

@@ -20,8 +20,9 @@ marukv.lmcache_backend's help):
   the asynchronous prefetch (storage_manager.py async_lookup_and_prefetch
   and prefetch_all_done_callback) on an event loop of its own thread.
 
-The "GPU" is a CPU tensor here: the copies in and out are torch copies
-between it and the memory objects' tensors.
+The "GPU" is a CPU tensor here unless device="cuda" (t/gpu_check.py): the
+copies in and out are torch copies between it and the memory objects'
+tensors, as LMCache's GPU connector makes them.
 """
 
 import asyncio
@@ -76,7 +77,7 @@ class StorageManager:
     """The parts of lmcache/v1/storage_backend/storage_manager.py that call
     an allocator backend."""
 
-    def __init__(self, config, metadata):
+    def __init__(self, config, metadata, dst_device="cpu"):
         self.config, self.metadata = config, metadata
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever,
@@ -93,7 +94,7 @@ class StorageManager:
             class_name = config.extra_config.get("storage_plugin.%s.class_name" % name)
             cls = getattr(importlib.import_module(module_path), class_name)
             self.storage_backends[name] = cls(
-                config=config, dst_device="cpu", metadata=metadata,
+                config=config, dst_device=dst_device, metadata=metadata,
                 local_cpu_backend=local_cpu, loop=self.loop)
         self.allocator_backend = None
         if metadata.role != "scheduler":
@@ -158,9 +159,12 @@ class Engine:
     """LMCacheEngine's store and retrieve (cache_engine.py) over a StorageManager,
     for one model whose chunks are chunk_size tokens."""
 
-    def __init__(self, pool, **kw):
+    def __init__(self, pool, device="cpu", **kw):
         self.config, self.metadata = configs(pool, **kw)
-        self.sm = StorageManager(self.config, self.metadata)
+        self.device = device
+        self.sm = StorageManager(self.config, self.metadata,
+                                 "cuda:%d" % torch.cuda.current_device()
+                                 if device == "cuda" else "cpu")
         self.lookup_pins = {}
 
     def keys(self, tokens):
@@ -176,7 +180,7 @@ class Engine:
         """The model: the KV of each token, in KV_2LTD [2, layers, tokens, hidden]."""
         shape = self.metadata.get_shapes(len(tokens))[0]
         g = torch.Generator().manual_seed(sum(tokens) * 1000003 + len(tokens))
-        return torch.randn(shape, generator=g).to(self.metadata.kv_dtype)
+        return torch.randn(shape, generator=g).to(self.metadata.kv_dtype).to(self.device)
 
     def store(self, tokens, gpu=None):
         """Allocate each chunk, copy the 'GPU' KV into it, batched_put; the
@@ -208,7 +212,7 @@ class Engine:
         keys = self.keys(tokens)
         objs = self.sm.batched_get(keys)
         gpu = torch.zeros(self.metadata.get_shapes(len(tokens))[0],
-                          dtype=self.metadata.kv_dtype)
+                          dtype=self.metadata.kv_dtype, device=self.device)
         cs, got = self.config.chunk_size, 0
         for i, obj in enumerate(objs):
             if obj is None:

@@ -305,7 +305,7 @@ def test_blocks_only_vllm_had_are_saved_too(pool):
 def test_copies_split_where_cuda_registrations_meet():
     """Registered in pieces, a copy never crosses from one piece into the
     next: each run lies in one piece, and the runs cover the range in order."""
-    split = vh.marukv.vllm.split
+    from marukv._cuda import split
     assert split(1000, 500, None) == [(0, 500)]
     base, size = 1 << 20, 4096
     for addr, n in ((base, 4096), (base + 100, 4096), (base + 4095, 1), (base + 4095, 2),

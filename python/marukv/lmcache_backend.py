@@ -49,6 +49,17 @@ extra_config keys:
   marukv.data_size   its data arena when created, in bytes
   marukv.checksum    record each chunk's checksum (default true)
   marukv.put_threads threads that publish stores (default 2)
+  marukv.cuda_register_piece
+                     on a GPU, the size of each piece of the pool's data
+                     arena registered with CUDA, a multiple of 4096
+                     (default 1 GiB)
+
+On a GPU (dst_device "cuda:N"), the backend registers its mapping of the
+pool's data arena with CUDA (cudaHostRegister, in pieces), so LMCache's
+copies between the GPU and its memory objects are DMA to and from pool
+pages.  LMCache makes those copies itself, a chunk at a time; a chunk
+that straddles two pieces is not split (at most one chunk per piece
+boundary, a GiB apart by default).
 
 Objects.  allocate() returns a TensorMemoryObj over the pages of a
 marukv Buffer; batched_submit_put_task() takes a reference to each (LMCache
@@ -90,6 +101,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 import marukv
+from marukv import _cuda
 from lmcache.logging import init_logger
 from lmcache.v1.memory_management import (MemoryAllocatorInterface, MemoryFormat,
                                           MemoryObjMetadata, TensorMemoryObj)
@@ -151,6 +163,10 @@ class MarukvBackend(AllocatorBackendInterface):
         self._create = bool(config.get_extra_config_value("marukv.create", False))
         self._data_size = config.get_extra_config_value("marukv.data_size", None)
         self._checksum = bool(config.get_extra_config_value("marukv.checksum", True))
+        self._piece = _cuda.check_piece(
+            config.get_extra_config_value("marukv.cuda_register_piece", _cuda.PIECE),
+            "MarukvBackend")
+        self._registration = None
         threads = int(config.get_extra_config_value("marukv.put_threads", 2))
         if threads < 1:
             raise ValueError("MarukvBackend: marukv.put_threads must be at least 1")
@@ -220,8 +236,16 @@ class MarukvBackend(AllocatorBackendInterface):
                     opts["create"] = True
                     if self._data_size:
                         opts["data_size"] = int(self._data_size)
-                self._pool = marukv.Pool(self._path, readonly=self._scheduler,
-                                         nochecksum=not self._checksum, **opts)
+                pool = marukv.Pool(self._path, readonly=self._scheduler,
+                                   nochecksum=not self._checksum, **opts)
+                if str(self.dst_device).startswith("cuda") and not self._scheduler:
+                    try:
+                        self._registration = _cuda.Registration(
+                            *pool.data_mapping(), self._piece, False, "MarukvBackend")
+                    except RuntimeError:
+                        pool.close()
+                        raise
+                self._pool = pool
             return self._pool
 
     # ---- memory objects ----
@@ -466,5 +490,8 @@ class MarukvBackend(AllocatorBackendInterface):
             self._closed = True
             pool, self._pool = self._pool, None
             self._pins.clear()
+        if self._registration is not None:
+            self._registration.close()
+            self._registration = None
         if pool is not None:
             pool.close()

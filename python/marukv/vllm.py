@@ -118,11 +118,11 @@ from dataclasses import dataclass, field
 import torch
 
 import marukv
+from marukv import _cuda
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
 _KEY_TAG = b"vllm1:"
-_CUDA_HOST_REGISTER_READ_ONLY = 0x08     # cudaHostRegisterReadOnly, cuda_runtime_api.h
 
 
 def namespace_text(model, revision, dtype, block_size, heads, head_size, layers,
@@ -152,20 +152,6 @@ def chain(tokens, block_size, extra=b"", stop=None, hashes=None):
                             digest_size=16).digest()
         hashes.append(h.hex().encode())
     return hashes[:nblocks]
-
-
-def split(addr, n, pieces):
-    """[addr, addr + n) as (offset, length) runs that each lie in one piece
-    of a registration (pieces: (base, length, piece size), or None)."""
-    if pieces is None:
-        return [(0, n)]
-    base, _, size = pieces
-    runs, at = [], 0
-    while at < n:
-        end = min(n, at + size - (addr + at - base) % size)
-        runs.append((at, end - at))
-        at = end
-    return runs
 
 
 def _extra(request):
@@ -243,11 +229,9 @@ class MarukvConnector(KVConnectorBase_V1):
         self._loads = []
         # the worker side's caches (layer name -> tensor, by name) and failed loads
         self._layers, self._errors, self.save_errors = [], set(), 0
-        self._registered, self._pieces, self._cuda = [], None, False
-        self._piece = int(kvt.get_from_extra_config("cuda_register_piece", 1 << 30))
-        if self._piece <= 0 or self._piece % 4096:
-            raise ValueError("MarukvConnector: cuda_register_piece must be a positive "
-                             "multiple of 4096, not %r" % self._piece)
+        self._registered, self._pieces, self._cuda = None, None, False
+        self._piece = _cuda.check_piece(
+            kvt.get_from_extra_config("cuda_register_piece", _cuda.PIECE), "MarukvConnector")
         self._tp_rank = 0
         if role == KVConnectorRole.WORKER:
             from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
@@ -272,9 +256,9 @@ class MarukvConnector(KVConnectorBase_V1):
         return self._pool
 
     def shutdown(self):
-        for addr in self._registered:
-            torch.cuda.cudart().cudaHostUnregister(addr)
-        self._registered = []
+        if self._registered is not None:
+            self._registered.close()
+            self._registered = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -390,25 +374,9 @@ class MarukvConnector(KVConnectorBase_V1):
         pool = self._open(readonly=not self._saves)
         self._cuda = one.is_cuda
         if self._cuda:
-            self._register(*pool.data_mapping(), readonly=not self._saves)
-
-    def _register(self, addr, length, readonly):
-        """Register the pool's data arena with CUDA in pieces, so copies are
-        DMA to and from its pages, never staged; drivers refuse very large
-        single registrations, and a read-only mapping needs the read-only
-        flag where the GPU has no HMM."""
-        cudart = torch.cuda.cudart()
-        flags = _CUDA_HOST_REGISTER_READ_ONLY if readonly else 0
-        self._pieces = (addr, length, self._piece)
-        for at in range(addr, addr + length, self._piece):
-            n = min(self._piece, addr + length - at)
-            err = cudart.cudaHostRegister(at, n, flags)
-            if int(err) != 0:
-                self.shutdown()
-                raise RuntimeError("MarukvConnector: cudaHostRegister of %d bytes of the "
-                                   "pool's data arena failed (CUDA error %d); a smaller "
-                                   "cuda_register_piece may do" % (n, int(err)))
-            self._registered.append(at)
+            self._registered = _cuda.Registration(*pool.data_mapping(), self._piece,
+                                                  not self._saves, "MarukvConnector")
+            self._pieces = self._registered.pieces
 
     def _block_parts(self, block_id):
         """(K, V) of a block in each layer: tensors of [block, heads, size]."""
@@ -425,7 +393,7 @@ class MarukvConnector(KVConnectorBase_V1):
         for k, v in self._block_parts(block_id):
             for t in (k, v):
                 flat = t.view(torch.uint8).view(-1)
-                for at, n in split(raw.data_ptr() + off, part, self._pieces):
+                for at, n in _cuda.split(raw.data_ptr() + off, part, self._pieces):
                     pooled, dev = raw[off + at:off + at + n], flat[at:at + n]
                     if load:
                         dev.copy_(pooled, non_blocking=self._cuda)
