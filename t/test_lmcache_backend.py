@@ -249,3 +249,42 @@ def test_no_leak_over_many_rounds(pool):
     assert v["problems"] == 0 and v["pages_leaked"] == 0, v
     assert st["pages_granted"] == 0, st
     assert not lh.DOUBLE_FREES
+
+
+@pytest.mark.parametrize("where", ["publish", "wait"])
+def test_a_process_killed_mid_put_leaves_no_chunk_half_stored(pool, where):
+    """SIGKILL on the backend's put thread, at the second chunk's publish or
+    after every publish was sent: another engine retrieves only whole
+    chunks, each byte right, and the pool verifies clean once reclaimed."""
+    code = (
+        "import os, signal, sys, torch; sys.path.insert(0, %r)\n"
+        "import lmcache_backend_harness as lh\n"
+        "import marukv\n"
+        "e = lh.Engine(%r)\n"
+        "pool = e.sm.backend()._open()\n"
+        "real = {'publish': pool.publish_async, 'wait': pool.wait}\n"
+        "calls = []\n"
+        "def killer(*a, **kw):\n"
+        "    calls.append(1)\n"
+        "    if %r == 'wait' or len(calls) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real[%r](*a, **kw)\n"
+        "class P:\n"
+        "    def __getattr__(self, n):\n"
+        "        return killer if n == %r else getattr(pool, n)\n"
+        "e.sm.backend()._pool = P()\n"
+        "e.store(%r)\n" % (HERE, pool, where, where,
+                           "publish_async" if where == "publish" else "wait", TOKENS))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
+    with marukv.Pool(pool) as p:
+        p.reclaim()
+        v = p.verify(deep=True)
+        assert v["problems"] == 0 and v["pages_leaked"] == 0, v
+        assert p.stat()["pages_granted"] == 0
+    e = lh.Engine(pool)
+    out, got = e.retrieve(TOKENS)
+    assert got in ((16,) if where == "publish" else (len(TOKENS),))
+    assert torch.equal(out[:, :, :got], e.kv(TOKENS)[:, :, :got])
+    e.close()
