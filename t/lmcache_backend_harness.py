@@ -206,13 +206,15 @@ class Engine:
         self.lookup_pins[lookup_id] = keys[:hit]
         return hit
 
-    def retrieve(self, tokens, lookup_id=None):
-        """The 'GPU' KV of the leading chunks found (None past them), and how
-        many tokens; every object unpinned and its reference dropped."""
+    def retrieve(self, tokens, lookup_id=None, gpu=None):
+        """The 'GPU' KV of the leading chunks found (zeros past them, or
+        what gpu held there), and how many tokens; every object unpinned
+        and its reference dropped."""
         keys = self.keys(tokens)
         objs = self.sm.batched_get(keys)
-        gpu = torch.zeros(self.metadata.get_shapes(len(tokens))[0],
-                          dtype=self.metadata.kv_dtype, device=self.device)
+        if gpu is None:
+            gpu = torch.zeros(self.metadata.get_shapes(len(tokens))[0],
+                              dtype=self.metadata.kv_dtype, device=self.device)
         cs, got = self.config.chunk_size, 0
         for i, obj in enumerate(objs):
             if obj is None:
