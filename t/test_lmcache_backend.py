@@ -288,3 +288,50 @@ def test_a_process_killed_mid_put_leaves_no_chunk_half_stored(pool, where):
     assert got in ((16,) if where == "publish" else (len(TOKENS),))
     assert torch.equal(out[:, :, :got], e.kv(TOKENS)[:, :, :got])
     e.close()
+
+
+def test_keys_pinned_for_good_hold_back_no_store():
+    """Pins LMCache never releases (an aborted request) hold no view, so
+    they hold back the reuse of no page: a pool a tenth the size of what
+    is stored keeps storing, and the pins expire after the pin timeout."""
+    d = tempfile.mkdtemp(prefix="marukv-lmb.", dir="/dev/shm")
+    try:
+        path = os.path.join(d, "pool")
+        marukv.Pool(path, create=True, data_size=1 << 20, page_size=4096).close()
+        e = lh.Engine(path, layers=4, heads=8, head_size=128, pin_timeout_sec=2)  # 64 KiB chunks
+        b = e.sm.backend()
+        stored = 0
+        for r in range(40):
+            tokens = [r * 1000 + t for t in range(16 * 4)]
+            stored += len(e.store(tokens))
+            assert e.lookup(tokens, "aborted-%d" % r) > 0     # pinned, never unpinned
+        assert stored == 160            # 10 MiB through a 1 MiB pool
+        assert my_views(path) == 0
+        assert len(b.pinned()) > 0
+        b._swept = 0
+        for name in b._pins:
+            b._pins[name][1] = 0        # as if the pin timeout had passed
+        assert b.pinned() == {}
+        e.close()
+    finally:
+        shutil.rmtree(d)
+
+
+def test_close_waits_for_the_stores_under_way(pool):
+    """close() while stores are being published: they finish first, and
+    what was stored is all there afterwards."""
+    e = lh.Engine(pool)
+    gpu = e.kv(TOKENS)
+    keys, objs = e.keys(TOKENS), []
+    for i in range(len(keys)):
+        n = min(16, len(TOKENS) - 16 * i)
+        obj = e.sm.allocate(e.metadata.get_shapes(n), e.metadata.get_dtypes())
+        obj.tensor.copy_(gpu[:, :, 16 * i:16 * i + n])
+        objs.append(obj)
+    e.sm.batched_put(keys, objs)
+    e.close()
+    assert not lh.DOUBLE_FREES
+    f = lh.Engine(pool)
+    out, got = f.retrieve(TOKENS)
+    assert got == len(TOKENS) and torch.equal(out, gpu)
+    f.close()
