@@ -335,3 +335,46 @@ def test_close_waits_for_the_stores_under_way(pool):
     out, got = f.retrieve(TOKENS)
     assert got == len(TOKENS) and torch.equal(out, gpu)
     f.close()
+
+
+def test_a_store_after_close_keeps_nothing(pool):
+    """A submit after close() stores nothing and holds no reference: the
+    objects go back when LMCache drops its own."""
+    e = lh.Engine(pool)
+    b = e.sm.backend()
+    obj = b.allocate(e.metadata.get_shapes(), e.metadata.get_dtypes())
+    b._executor.shutdown()
+    assert b.batched_submit_put_task(e.keys(TOKENS)[:1], [obj]) is None
+    obj.ref_count_down()
+    assert not obj.is_valid() and obj.get_ref_count() == 0
+    assert not b.exists_in_put_tasks(e.keys(TOKENS)[0])
+    e.close()
+    with marukv.Pool(pool) as p:
+        assert p.stat()["entries"] == 0 and p.stat()["pages_granted"] == 0
+
+
+def test_a_failing_pool_is_a_miss_never_an_exception(pool):
+    """A pool that refuses (a handle inherited across fork(), which the
+    library refuses with InvalidArgument in the child) answers lookups,
+    retrieves and removes as misses, logged, never with an exception."""
+    e = lh.Engine(pool)
+    keys = e.store(TOKENS)
+    b = e.sm.backend()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            answers = (b.contains(keys[0]), b.batched_contains(keys, pin=True),
+                       b.get_blocking(keys[0]), b.batched_get_blocking(keys),
+                       b.remove(keys[0]))
+            os.write(w, repr(answers).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        answers = f.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert answers == repr((False, 0, None, [None] * len(keys), False))
+    assert b.batched_contains(keys) == len(keys)      # the parent's handle is fine
+    e.close()

@@ -69,7 +69,8 @@ before, so eviction takes a prompt's chunks tail first; a key published
 already counts as stored.  The callback is called once per key stored.
 get_blocking(), batched_get_blocking() and batched_get_non_blocking()
 return a TensorMemoryObj over a View of the value, holding one reference
-for the caller.  The tensors are made from the Buffer's or View's address
+for the caller.  A failure of the pool's in a lookup, a retrieve or a
+remove is logged and answered as a miss, which LMCache recomputes.  The tensors are made from the Buffer's or View's address
 (Buffer.address, View.address), so they export nothing: publish() and
 release() are never refused because LMCache still holds a tensor.  The
 rule that keeps that safe is LMCache's own: nothing uses an object's
@@ -132,6 +133,13 @@ def _itemsize(dtype):
 
 def _nbytes(shapes, dtypes):
     return sum(s.numel() * _itemsize(d) for s, d in zip(shapes, dtypes))
+
+
+def _miss(what, error, value):
+    """A failure of the pool's, logged, answered as LMCache takes a miss:
+    it recomputes what it cannot find."""
+    logger.warning("MarukvBackend: %s failed: %s", what, error)
+    return value
 
 
 class _Allocator(MemoryAllocatorInterface):
@@ -323,7 +331,14 @@ class MarukvBackend(AllocatorBackendInterface):
             obj.ref_count_up()          # LMCache drops its own when this returns
         with self._lock:
             self._puts.update(keys)
-        return [self._executor.submit(self._put, keys, objs, on_complete_callback)]
+        try:
+            return [self._executor.submit(self._put, keys, objs, on_complete_callback)]
+        except RuntimeError:            # closed: nothing is stored, nothing kept
+            with self._lock:
+                self._puts.difference_update(keys)
+            for obj in objs:
+                obj.ref_count_down()
+            return None
 
     def _put(self, keys, objs, callback):
         pool, stored, parent = self._pool, [], None
@@ -395,10 +410,15 @@ class MarukvBackend(AllocatorBackendInterface):
             view = self._open().get(key.to_string().encode())
         except marukv.NotFound:
             return None
+        except marukv.Error as e:
+            return _miss("get", e, None)
         return self._view_obj(view)
 
     def batched_get_blocking(self, keys):
-        views = self._open().get_batch([k.to_string().encode() for k in keys])
+        try:
+            views = self._open().get_batch([k.to_string().encode() for k in keys])
+        except marukv.Error as e:
+            return _miss("get", e, [None] * len(keys))
         return [None if v is None else self._view_obj(v) for v in views]
 
     async def batched_get_non_blocking(self, lookup_id, keys, transfer_spec=None):
@@ -435,7 +455,10 @@ class MarukvBackend(AllocatorBackendInterface):
 
     def contains(self, key, pin=False):
         name = key.to_string().encode()
-        found = self._open().exists(name)
+        try:
+            found = self._open().exists(name)
+        except marukv.Error as e:
+            return _miss("lookup", e, False)
         if found and pin:
             self._pin([name])
         return found
@@ -443,7 +466,10 @@ class MarukvBackend(AllocatorBackendInterface):
     def batched_contains(self, keys, pin=False):
         """How many leading keys are stored; with pin, those are pinned."""
         names = [k.to_string().encode() for k in keys]
-        hit = self._open().prefix_len(names)
+        try:
+            hit = self._open().prefix_len(names)
+        except marukv.Error as e:
+            return _miss("lookup", e, 0)
         if pin and hit:
             self._pin(names[:hit])
         return hit
@@ -479,6 +505,8 @@ class MarukvBackend(AllocatorBackendInterface):
             self._open().delete(key.to_string().encode())
         except marukv.NotFound:
             return False
+        except marukv.Error as e:
+            return _miss("remove", e, False)
         return True
 
     def close(self):
