@@ -341,7 +341,7 @@ class MarukvBackend(AllocatorBackendInterface):
             return None
 
     def _put(self, keys, objs, callback):
-        pool, stored, parent = self._pool, [], None
+        stored, parent = [], None
         try:
             pool = self._open()
             tickets = []

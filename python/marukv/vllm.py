@@ -229,20 +229,23 @@ class MarukvConnector(KVConnectorBase_V1):
         self._loads = []
         # the worker side's caches (layer name -> tensor, by name) and failed loads
         self._layers, self._errors, self.save_errors = [], set(), 0
-        self._registered, self._pieces, self._cuda = None, None, False
+        self._registered, self._cuda = None, False
         self._piece = _cuda.check_piece(
             kvt.get_from_extra_config("cuda_register_piece", _cuda.PIECE), "MarukvConnector")
         self._tp_rank = 0
         if role == KVConnectorRole.WORKER:
             from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
             self._tp_rank = get_tensor_model_parallel_rank()
+        # every rank's key prefix, hashed once: the scheduler asks for all of them each step
+        self._prefixes = [key_prefix(namespace_text(
+            self._model, self._revision, self._dtype, self._bs, self._heads, self._head_size,
+            self._nlayers, (rank, self._tp_size), (0, 1), self._namespace))
+            for rank in range(self._tp_size)]
 
     # ---- both sides ----
 
     def _prefix(self, tp_rank):
-        return key_prefix(namespace_text(self._model, self._revision, self._dtype, self._bs,
-                                         self._heads, self._head_size, self._nlayers,
-                                         (tp_rank, self._tp_size), (0, 1), self._namespace))
+        return self._prefixes[tp_rank]
 
     def _open(self, readonly):
         if self._pool is None:
@@ -376,7 +379,6 @@ class MarukvConnector(KVConnectorBase_V1):
         if self._cuda:
             self._registered = _cuda.Registration(*pool.data_mapping(), self._piece,
                                                   not self._saves, "MarukvConnector")
-            self._pieces = self._registered.pieces
 
     def _block_parts(self, block_id):
         """(K, V) of a block in each layer: tensors of [block, heads, size]."""
@@ -389,11 +391,12 @@ class MarukvConnector(KVConnectorBase_V1):
         On CUDA the copies are queued on the current stream: the caller
         synchronizes before the pool's bytes are published or released."""
         part = self._bs * self._heads * self._head_size * self._layers[0][1].element_size()
+        pieces = self._registered.pieces if self._registered is not None else None
         off = 0
         for k, v in self._block_parts(block_id):
             for t in (k, v):
                 flat = t.view(torch.uint8).view(-1)
-                for at, n in _cuda.split(raw.data_ptr() + off, part, self._pieces):
+                for at, n in _cuda.split(raw.data_ptr() + off, part, pieces):
                     pooled, dev = raw[off + at:off + at + n], flat[at:at + n]
                     if load:
                         dev.copy_(pooled, non_blocking=self._cuda)
