@@ -378,3 +378,29 @@ def test_a_failing_pool_is_a_miss_never_an_exception(pool):
     assert answers == repr((False, 0, None, [None] * len(keys), False))
     assert b.batched_contains(keys) == len(keys)      # the parent's handle is fine
     e.close()
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"marukv.pool": ""}, "marukv.pool"),
+    ({"marukv.put_threads": 0}, "put_threads"),
+    ({"marukv.cuda_register_piece": 4097}, "cuda_register_piece"),
+])
+def test_bad_extra_config_is_refused_at_construction(pool, extra, match):
+    config, metadata = lh.configs(pool, extra=extra)
+    from marukv.lmcache_backend import MarukvBackend
+    with pytest.raises(ValueError, match=match):
+        MarukvBackend(config=config, metadata=metadata, loop=None, dst_device="cpu",
+                      local_cpu_backend=None)
+
+
+@pytest.mark.parametrize("checksum", [True, False])
+def test_the_checksum_key_decides_what_a_deep_verify_checks(pool, checksum):
+    e = lh.Engine(pool, extra={"marukv.checksum": checksum})
+    gpu = e.kv(TOKENS)
+    e.store(TOKENS, gpu)
+    out, got = e.retrieve(TOKENS)
+    assert got == len(TOKENS) and torch.equal(out, gpu)
+    e.close()
+    with marukv.Pool(pool) as p:
+        v = p.verify(deep=True)
+    assert v["problems"] == 0 and v["checksums_checked"] == (5 if checksum else 0), v
