@@ -733,6 +733,26 @@ MKV_EXPORT int mkv_exists(struct mkv_pool *pool, const void *key, size_t klen);
  */
 MKV_EXPORT int mkv_prefix_len(struct mkv_pool *pool, const struct mkv_key *keys,
 		size_t n, size_t *hits);
+/**
+ * mkv_prefix_len(), holding the keys it finds against eviction: *held = i
+ * such that keys[0..i-1] are published and now held, keys[i] not (or n).
+ * A held key is passed over by eviction (mkv_pool_evict() and the
+ * holder's own) until mkv_unhold(), mkv_pool_close() or the death of the
+ * process; it still goes by mkv_del().  Holds nest: a key held twice is
+ * unheld twice.  Unlike a view, a hold holds back no other page.  Waits
+ * for an eviction under way to commit, one lease period at most.
+ * Errors: MKV_E_INVAL, MKV_E_EXPIRED, MKV_E_NOMEM, MKV_E_TIMEDOUT (an
+ * eviction has been under way for a lease period), and the registry
+ * read's errors; on error nothing is held.
+ */
+MKV_EXPORT int mkv_hold(struct mkv_pool *pool, const struct mkv_key *keys, size_t n,
+		size_t *held);
+/**
+ * Undo one hold of each of @p keys, in order.  Errors: MKV_E_INVAL,
+ * MKV_E_NOTFOUND (a key this handle does not hold: the keys before it are
+ * unheld, those after it not).
+ */
+MKV_EXPORT int mkv_unhold(struct mkv_pool *pool, const struct mkv_key *keys, size_t n);
 
 /**
  * The first published key after @p after in byte order (memcmp, the

@@ -527,6 +527,7 @@ commit_round(struct mkv_pool *p, struct mkv_req *reqs, unsigned n, bool *freed, 
 	struct batch b = { 0 };
 	int fatal = commit_full_registry(p, reqs, n, &b);
 
+	mkv_hold_sweep_end(p, !fatal);
 	if (fatal) {
 		mkv_batch_undo(p, &b);
 		for (unsigned i = 0; i < n; i++)

@@ -53,7 +53,9 @@ mkv_create_layout(struct mkv_super *sb, uint64_t page_size, uint64_t nr_pages,
 	sb->hint_off = off;
 	off = align_up(off + nr_pages, MKV_SUPER_ALIGN);
 	sb->wlog_off = off;
-	sb->super_size = off + MKV_WLOG_RECS * sizeof(struct mkv_wlog);
+	off = align_up(off + MKV_WLOG_RECS * sizeof(struct mkv_wlog), MKV_SUPER_ALIGN);
+	sb->hold_off = off;
+	sb->super_size = off + (uint64_t)max_clients * sizeof(struct mkv_hold_block);
 }
 
 /* Preallocate so that a full filesystem fails now, not with SIGBUS later. */

@@ -23,7 +23,8 @@
  * ends of chains can be younger than the values the histogram counted (a
  * chain published piece by piece and never read is oldest at its head): if
  * two turns at that age are not enough, each next turn halves the age, down
- * to taking the ends of chains of any age.
+ * to taking the ends of chains of any age.  A key a client holds
+ * (hold.c) is passed over, whatever its age.
  *
  * The policy only chooses.  It deletes through the function its caller
  * passes down: the holder's commit deletes in its registry txn (commit.c);
@@ -98,6 +99,7 @@ struct sweep {
 	uint64_t tick, hand;
 	uint64_t want, have, evicted;
 	struct hmap heads;        /* key hash -> page of a value passed over; ~0: taken */
+	uint64_t *held;           /* buckets of the keys held (hold.c); NULL: none */
 	/* a dry run deletes nothing: what it would have deleted is kept here */
 	bool dry;
 	uint8_t *taken;           /* first pages of the values taken */
@@ -181,14 +183,18 @@ is_tail(struct sweep *w, uint64_t hash)
 	return d && kids <= d->val;
 }
 
-/* At least min_age ticks old and the end of its chains. */
+/* At least min_age ticks old, the end of its chains, and not held. */
 static bool
 evictable(struct sweep *w, uint64_t pg, unsigned min_age, uint8_t key[MKV_KEY_MAX],
 		size_t *klen)
 {
-	return page_key(w, pg, key, klen) &&
-		mkv_evict_age(w->tick, __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED)) >=
-		min_age && is_tail(w, mkv_hash_key(key, *klen));
+	uint64_t hash;
+
+	if (!page_key(w, pg, key, klen) ||
+	    mkv_evict_age(w->tick, __atomic_load_n(&w->p->hints[pg], __ATOMIC_RELAXED)) < min_age)
+		return false;
+	hash = mkv_hash_key(key, *klen);
+	return !mkv_hold_has(w->held, hash) && is_tail(w, hash);
 }
 
 /* The page of a cold value passed over with this key hash, once. */
@@ -261,10 +267,12 @@ turn(struct sweep *w, unsigned min_age)
 		if ((h || !min_age) && mkv_evict_age(w->tick, h) >= min_age &&
 		    page_key(w, pg, key, &klen)) {
 			uint64_t hash = mkv_hash_key(key, klen);
+			/* a held key is passed over, and is no chain's head to take later */
+			bool held = mkv_hold_has(w->held, hash);
 
-			if (is_tail(w, hash))
+			if (!held && is_tail(w, hash))
 				rc = evict_chain(w, key, klen, min_age, &step);
-			else
+			else if (!held)
 				head_add(w, hash, pg);
 		}
 		step = step ? step : 1;
@@ -278,8 +286,14 @@ turn(struct sweep *w, unsigned min_age)
 static int
 sweep(struct sweep *w)
 {
-	unsigned age = age_threshold(w->p, w->tick, w->want - w->have, !w->dry);
+	unsigned age;
 	int rc;
+
+	if (!w->dry)
+		mkv_hold_sweep_begin(w->p);
+	if ((rc = mkv_hold_gather(w->p, &w->held)))
+		return rc;
+	age = age_threshold(w->p, w->tick, w->want - w->have, !w->dry);
 
 	for (unsigned t = 0;; t++) {
 		unsigned min_age = t == 0 ? (age < MKV_AGE_CAP ? age + 1 : age) :
@@ -290,6 +304,7 @@ sweep(struct sweep *w)
 			break;
 	}
 	free(w->heads.v);
+	free(w->held);
 	return rc;
 }
 

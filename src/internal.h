@@ -160,6 +160,14 @@ struct mkv_watch {
 	uint64_t owner, beat, since;
 };
 
+/* hold.c: the keys this handle holds, by key hash (a tree of struct held) */
+struct mkv_held {
+	pthread_mutex_t lock;
+	void *tree;
+	uint32_t *count;          /* per bucket: distinct hashes held */
+	uint64_t sweep;           /* the holder: the odd sweeps value its round set, 0 none */
+};
+
 /* remote.c: the remote tier's side of a handle */
 struct mkv_spill;
 struct mkv_rc;
@@ -191,6 +199,7 @@ struct mkv_pool {
 	uint64_t *pt;
 	uint8_t *hints;
 	struct mkv_wlog *wlog;  /* super's log of registry pages written (regwlog.c) */
+	struct mkv_hold_block *holds;  /* super's blocks of keys held, per slot (hold.c) */
 	uint8_t *arena;
 	uint64_t page_size, nr_pages;
 	unsigned page_shift;
@@ -230,6 +239,7 @@ struct mkv_pool {
 	struct mkv_holder h;
 	struct mkv_rqs rq;
 	struct mkv_remote_rt remote;
+	struct mkv_held held;
 };
 
 /*
@@ -656,6 +666,14 @@ int mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_
 struct mkv_evict;
 int mkv_evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report);
 void mkv_evict_tick(struct mkv_pool *p, uint64_t pages);
+
+/* hold.c: keys held against eviction */
+int mkv_hold_init(struct mkv_pool *p);
+void mkv_hold_fini(struct mkv_pool *p, bool forked);
+void mkv_hold_sweep_begin(struct mkv_pool *p);
+void mkv_hold_sweep_end(struct mkv_pool *p, bool committed);
+int mkv_hold_gather(struct mkv_pool *p, uint64_t **set);
+bool mkv_hold_has(const uint64_t *set, uint64_t hash);
 
 /* recover.c: a new holder's rebuild, and the reaping of dead clients */
 int mkv_recover(struct mkv_pool *p);

@@ -25,6 +25,8 @@
  *                          tick when a value's first page was last read
  *   wlog_off               MKV_WLOG_RECS x struct mkv_wlog, by the holder:
  *                          the registry pages each recent commit wrote
+ *   hold_off               max_clients x struct mkv_hold_block, each by
+ *                          its slot's owner: the keys it holds (hold.c)
  *
  * Open-file-description locks on bytes of super, which guard nothing in
  * those bytes (and may lie past its end):
@@ -45,7 +47,7 @@
 
 #define MKV_CACHELINE 64
 #define MKV_SUPER_MAGIC "MARUKV\x00\x01"
-#define MKV_FORMAT_VERSION 13U
+#define MKV_FORMAT_VERSION 14U
 #define MKV_RQ_DEPTH 32U
 #define MKV_ENTRY_VERSION 2U
 #define MKV_REGISTRY_FORMAT 4U
@@ -77,6 +79,7 @@ struct mkv_super {
 	uint64_t pt_off;
 	uint64_t hint_off;
 	uint64_t wlog_off;
+	uint64_t hold_off;
 	uint32_t max_clients;
 	uint32_t slot_size;
 	uint32_t max_nodes;
@@ -88,8 +91,8 @@ struct mkv_super {
 	uint64_t ctime;        /* creation, seconds since the epoch */
 	uint64_t csum;         /* FNV-1a 64 of every byte before this field */
 };
-static_assert(sizeof(struct mkv_super) == 176, "mkv_super is fixed-width");
-static_assert(offsetof(struct mkv_super, csum) == 168, "csum is last");
+static_assert(sizeof(struct mkv_super) == 184, "mkv_super is fixed-width");
+static_assert(offsetof(struct mkv_super, csum) == 176, "csum is last");
 
 /*
  * The lease record.  Changed only inside the bakery's critical section
@@ -112,7 +115,8 @@ struct mkv_state {
 	uint64_t clock;        /* eviction's clock hand, a page number (holder) */
 	uint64_t tick;         /* 1 to 255: what readers store in hints (holder) */
 	uint64_t tick_pages;   /* pages evicted since the tick last advanced (holder) */
-	uint64_t reserved0[4];
+	uint64_t sweeps;       /* odd while an eviction's txn is under way (holder; hold.c) */
+	uint64_t reserved0[3];
 	struct mkv_lease lease;
 	uint32_t doorbell;     /* coherent pools: clients bump it and wake the holder (futex) */
 	uint32_t bell_sleepers; /* coherent pools: holder threads asleep on the doorbell */
@@ -286,6 +290,22 @@ struct mkv_wlog {
 	uint32_t range[MKV_WLOG_RANGES][2];  /* first page, pages: ascending, apart */
 };
 static_assert(sizeof(struct mkv_wlog) == 16 * MKV_CACHELINE, "sixteen cachelines");
+
+/*
+ * The keys a client holds against eviction (hold.c), one block per client
+ * slot, written by the slot's owner only: bit b of bits is set while the
+ * owner holds a key whose hash is b modulo MKV_HOLD_BUCKETS.  The bits
+ * count only while owner is the slot's owner word and that claim stands.
+ */
+#define MKV_HOLD_SIZE 4096U
+#define MKV_HOLD_BUCKETS ((MKV_HOLD_SIZE - MKV_CACHELINE) * 8U)
+struct mkv_hold_block {
+	uint64_t owner;        /* the claim the bits are of; 0: none */
+	uint64_t buckets;      /* bits set; 0: nothing held */
+	uint64_t reserved[6];
+	uint64_t bits[MKV_HOLD_BUCKETS / 64];
+};
+static_assert(sizeof(struct mkv_hold_block) == MKV_HOLD_SIZE, "one page per slot");
 
 #define MKV_SLOT_PID(o) ((uint32_t)((o) & 0xffffffffU))
 #define MKV_SLOT_INC(o) ((uint32_t)((o) >> 32))

@@ -145,7 +145,7 @@ super_check(struct mkv_pool *p, struct mkv_super *sb)
 	if (want.data_size != sb->data_size || want.super_size != sb->super_size ||
 	    want.slots_off != sb->slots_off || want.pt_off != sb->pt_off ||
 	    want.hint_off != sb->hint_off || want.wlog_off != sb->wlog_off ||
-	    want.state_off != sb->state_off ||
+	    want.hold_off != sb->hold_off || want.state_off != sb->state_off ||
 	    want.nodes_off != sb->nodes_off || want.rq_off != sb->rq_off ||
 	    want.max_nodes != sb->max_nodes || want.rq_depth != sb->rq_depth ||
 	    want.slot_size != sb->slot_size || sb->lease_period_ms < 50 ||
@@ -210,6 +210,7 @@ pool_map(struct mkv_pool *p, const struct mkv_super *hdr)
 	p->pt = (uint64_t *)((char *)p->super.addr + hdr->pt_off);
 	p->hints = (uint8_t *)p->super.addr + hdr->hint_off;
 	p->wlog = (struct mkv_wlog *)((char *)p->super.addr + hdr->wlog_off);
+	p->holds = (struct mkv_hold_block *)((char *)p->super.addr + hdr->hold_off);
 	p->arena = p->data.addr;
 	/* a regular file: tmpfs, or DAX if libpmem2 flushes cache lines */
 	if (p->backing == MKV_BACKING_FILE) {
@@ -389,7 +390,7 @@ handle_new(const char *path, unsigned flags, struct mkv_pool **out)
 		p->cookie = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ mkv_clock_now();
 	if ((rc = mkv_epoch_init(&p->epochs)) || (rc = mkv_grants_init(&p->grants)) ||
 	    (rc = mkv_handout_init(&p->bufs)) || (rc = mkv_handout_init(&p->views)) ||
-	    (rc = mkv_remote_init(p)))
+	    (rc = mkv_remote_init(p)) || (rc = mkv_hold_init(p)))
 		return rc;
 	return mkv_rq_init(p, mkv_holder_nudge);
 }
@@ -464,6 +465,7 @@ static void
 handle_free(struct mkv_pool *p)
 {
 	mkv_remote_fini(p);
+	mkv_hold_fini(p, p->forked);
 	if (p->forked) {
 		free(p->epochs.ring);
 		free(p->grants.ext);

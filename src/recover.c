@@ -206,6 +206,8 @@ mkv_recover(struct mkv_pool *p)
 	free(mark);
 	if ((rc = mkv_reg_wtxn_end(p, txn, true)))
 		return rc;
+	/* every older holder is fenced out: an eviction one left under way is over */
+	mkv_hold_sweep_end(p, true);
 	if (leaked)
 		mkv_log(MKV_LOG_INFO, "pool %s: reclaimed %llu pages nothing owned", p->path,
 				(unsigned long long)leaked);

@@ -433,7 +433,7 @@ struct region {
 struct target {
 	uint64_t size;            /* of the pristine file */
 	uint64_t used;            /* end of its last page in use */
-	struct region r[8];       /* super: its tables */
+	struct region r[9];       /* super: its tables */
 	unsigned nr;
 };
 
@@ -551,7 +551,9 @@ super_regions(const char *path, struct target *t)
 	t->r[6] = (struct region){ "(hints)", sb.hint_off, sb.nr_pages };
 	t->r[7] = (struct region){ "(registry page log)", sb.wlog_off,
 			MKV_WLOG_RECS * sizeof(struct mkv_wlog) };
-	t->nr = 8;
+	t->r[8] = (struct region){ "(hold blocks)", sb.hold_off,
+			(uint64_t)sb.max_clients * sizeof(struct mkv_hold_block) };
+	t->nr = 9;
 }
 
 /* ---- running ---- */
