@@ -1518,11 +1518,15 @@ Pool_get_batch(PoolObject *self, PyObject *args, PyObject *kwargs)
 	return list;
 }
 
+typedef int (*keys_fn)(struct mkv_pool *pool, const struct mkv_key *keys, size_t n,
+		size_t *out);
+
+/* fn over the sequence keysobj, without the GIL: its count, or NULL with the error raised. */
 static PyObject *
-Pool_prefix_len(PoolObject *self, PyObject *keysobj)
+keys_call(PoolObject *self, PyObject *keysobj, keys_fn fn)
 {
 	struct keyset ks;
-	size_t hits;
+	size_t out = 0;
 	int rc;
 
 	if (keyset_get(keysobj, &ks) < 0)
@@ -1532,13 +1536,43 @@ Pool_prefix_len(PoolObject *self, PyObject *keysobj)
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = mkv_prefix_len(self->pool, ks.keys, (size_t)ks.n, &hits);
+	rc = fn(self->pool, ks.keys, (size_t)ks.n, &out);
 	Py_END_ALLOW_THREADS
 	call_leave(self);
 	keyset_release(&ks);
 	if (rc < 0)
 		return raise_mkv(rc);
-	return PyLong_FromSize_t(hits);
+	return PyLong_FromSize_t(out);
+}
+
+static PyObject *
+Pool_prefix_len(PoolObject *self, PyObject *keysobj)
+{
+	return keys_call(self, keysobj, mkv_prefix_len);
+}
+
+static PyObject *
+Pool_hold(PoolObject *self, PyObject *keysobj)
+{
+	return keys_call(self, keysobj, mkv_hold);
+}
+
+static int
+unhold_keys(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *out)
+{
+	*out = n;
+	return mkv_unhold(pool, keys, n);
+}
+
+static PyObject *
+Pool_unhold(PoolObject *self, PyObject *keysobj)
+{
+	PyObject *n = keys_call(self, keysobj, unhold_keys);
+
+	if (!n)
+		return NULL;
+	Py_DECREF(n);
+	Py_RETURN_NONE;
 }
 
 /* Pool: administration */
@@ -1983,6 +2017,17 @@ static PyMethodDef Pool_methods[] = {
 	  "How many leading keys of the sequence keys are published, looked up in\n"
 	  "one registry snapshot: i such that keys[:i] all exist and keys[i] does\n"
 	  "not (or len(keys))." },
+	{ "hold", (PyCFunction)Pool_hold, METH_O,
+	  "hold(keys)\n--\n\n"
+	  "prefix_len(keys), holding the leading keys it finds against eviction\n"
+	  "until unhold(), close() or the process's end; returns how many.  A hold\n"
+	  "keeps no view and holds back no other page; delete() still deletes.\n"
+	  "Holds nest.  Raises TimedOut when an eviction has been under way for a\n"
+	  "lease period (nothing is held then)." },
+	{ "unhold", (PyCFunction)Pool_unhold, METH_O,
+	  "unhold(keys)\n--\n\n"
+	  "Undo one hold of each key, in order.  NotFound for a key not held\n"
+	  "(the keys before it are unheld)." },
 	{ "stat", (PyCFunction)Pool_stat, METH_NOARGS,
 	  "stat()\n--\n\n"
 	  "The pool's figures as a dict: the fields of struct mkv_stat in\n"

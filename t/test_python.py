@@ -236,6 +236,40 @@ def test_chain_publish_prefix(pool):
     assert pool.get_batch([]) == []
 
 
+def test_hold_keeps_keys_through_pressure(pooldir):
+    """hold() keeps the keys it finds through ten pools' worth of
+    publishes, holds nest, and unheld keys go with the next evictions."""
+    def put(p, key, seed):
+        b = p.alloc(PAGE)
+        memoryview(b)[:] = pattern(seed, PAGE)
+        p.publish(key, b)
+
+    with open_pool(pooldir, data_size=64 * PAGE) as p:
+        for i in range(3):
+            put(p, b"held-%d" % i, i)
+        keys = [b"held-0", b"held-1", b"held-2", b"absent", b"held-0"]
+        assert p.hold(keys) == 3
+        assert p.hold(keys[:1]) == 1
+        assert p.hold([b"absent"]) == 0 and p.hold([]) == 0
+        for i in range(640):
+            put(p, b"fill-%d" % i, 100 + i)
+        assert p.stat()["evictions"] > 500
+        for i in range(3):
+            with p.get(keys[i]) as v:
+                assert bytes(v) == pattern(i, PAGE)
+        p.unhold(keys[:3])
+        for i in range(640, 800):
+            put(p, b"fill-%d" % i, 100 + i)
+        assert [p.exists(k) for k in keys[:3]] == [True, False, False]
+        p.unhold(keys[:1])
+        with pytest.raises(marukv.NotFound):
+            p.unhold(keys[:1])
+        with pytest.raises(TypeError):
+            p.hold(b"held-0")
+        with pytest.raises(TypeError):
+            p.unhold([1])
+
+
 def test_chain_shares_published_blocks(pool):
     pool.put(b"a", b"1")
     items = [(b"a", pool.alloc(PAGE)), (b"b", pool.alloc(PAGE))]
