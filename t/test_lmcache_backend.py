@@ -291,27 +291,37 @@ def test_a_process_killed_mid_put_leaves_no_chunk_half_stored(pool, where):
 
 
 def test_keys_pinned_for_good_hold_back_no_store():
-    """Pins LMCache never releases (an aborted request) hold no view, so
-    they hold back the reuse of no page: a pool a tenth the size of what
-    is stored keeps storing, and the pins expire after the pin timeout."""
+    """Pins LMCache never releases (an aborted request) hold their own keys
+    in the pool through any pressure, and hold back nothing else: a pool a
+    tenth the size of what is stored keeps storing.  After the pin timeout
+    they go, and their keys with the next evictions."""
     d = tempfile.mkdtemp(prefix="marukv-lmb.", dir="/dev/shm")
     try:
         path = os.path.join(d, "pool")
-        marukv.Pool(path, create=True, data_size=1 << 20, page_size=4096).close()
-        e = lh.Engine(path, layers=4, heads=8, head_size=128, pin_timeout_sec=2)  # 64 KiB chunks
+        marukv.Pool(path, create=True, data_size=4 << 20, page_size=4096).close()
+        e = lh.Engine(path, layers=4, heads=8, head_size=128, pin_timeout_sec=2)  # 256 KiB chunks
         b = e.sm.backend()
-        stored = 0
+        stored, aborted = 0, []
         for r in range(40):
             tokens = [r * 1000 + t for t in range(16 * 4)]
             stored += len(e.store(tokens))
-            assert e.lookup(tokens, "aborted-%d" % r) > 0     # pinned, never unpinned
-        assert stored == 160            # 10 MiB through a 1 MiB pool
+            if r % 8 == 0:              # a request that pins its first chunk and dies
+                assert e.lookup(tokens[:16], "aborted-%d" % r) == 1
+                aborted.append(e.keys(tokens[:16])[0])
+        assert stored == 160            # 40 MiB through a 4 MiB pool
         assert my_views(path) == 0
-        assert len(b.pinned()) > 0
+        assert len(b.pinned()) == 5
+        with marukv.Pool(path, readonly=True) as p:
+            assert p.stat()["evictions"] >= 140
+            assert all(p.exists(k.to_string().encode()) for k in aborted)
         b._swept = 0
         for name in b._pins:
             b._pins[name][1] = 0        # as if the pin timeout had passed
         assert b.pinned() == {}
+        for r in range(40, 60):
+            e.store([r * 1000 + t for t in range(16 * 4)])
+        with marukv.Pool(path, readonly=True) as p:
+            assert not any(p.exists(k.to_string().encode()) for k in aborted)
         e.close()
     finally:
         shutil.rmtree(d)

@@ -80,13 +80,14 @@ it invalidates it, drops its tensor, then releases the View or aborts a
 Buffer never published.  free() reads only what the lock allows (meta,
 validity), is idempotent, and never waits for anything.
 
-Pins.  contains(key, pin=True) and batched_contains(keys, pin=True) pin
-keys in the backend's own table (pins nest: a key pinned twice is
+Pins.  contains(key, pin=True) and batched_contains(keys, pin=True) hold
+the keys they find in the pool (Pool.hold(): eviction passes them over)
+and count them in the backend's table (pins nest: a key pinned twice is
 unpinned twice); unpin(key) undoes one.  A pin is never a held view: a
-view holds back the reuse of pages for the whole pool.  A pin LMCache
-never releases expires after config.pin_timeout_sec.  The pages of a
-pinned key are not yet protected from eviction by the pool (a retrieve
-of a key evicted after its lookup misses, and LMCache recomputes it).
+view holds back the reuse of pages for the whole pool, a hold nothing
+but its own key.  A pin LMCache never releases expires after
+config.pin_timeout_sec; closing the backend, or the process's end, drops
+them all.
 
 The scheduler process (metadata.role "scheduler") allocates nothing and
 opens the pool read-only, when first asked.
@@ -437,42 +438,49 @@ class MarukvBackend(AllocatorBackendInterface):
     # ---- lookups and pins ----
 
     def _expire(self, now):
-        """Drop pins older than LMCache's pin timeout (at most once a second)."""
+        """Drop pins older than LMCache's pin timeout (at most once a second;
+        self._lock held)."""
         if now - self._swept < 1.0:
             return
         self._swept = now
         for name in [n for n, (_, deadline) in self._pins.items() if deadline <= now]:
-            del self._pins[name]
+            count, _ = self._pins.pop(name)
+            self._unhold([name] * count)
 
-    def _pin(self, names):
+    def _unhold(self, names):
+        try:
+            if self._pool is not None:
+                self._pool.unhold(names)
+        except marukv.Error as e:
+            _miss("unpin", e, None)
+
+    def _lookup(self, names, pin):
+        """How many leading names are stored; with pin, held in the pool and
+        counted in the table."""
+        try:
+            pool = self._open()
+            if not pin:
+                return pool.prefix_len(names)
+            hit = pool.hold(names)
+        except marukv.Error as e:
+            return _miss("lookup", e, 0)
         now = time.monotonic()
         with self._lock:
             self._expire(now)
-            for name in names:
+            if self._closed:
+                return hit
+            for name in names[:hit]:
                 entry = self._pins.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] = now + self._pin_timeout
+        return hit
 
     def contains(self, key, pin=False):
-        name = key.to_string().encode()
-        try:
-            found = self._open().exists(name)
-        except marukv.Error as e:
-            return _miss("lookup", e, False)
-        if found and pin:
-            self._pin([name])
-        return found
+        return self._lookup([key.to_string().encode()], pin) == 1
 
     def batched_contains(self, keys, pin=False):
         """How many leading keys are stored; with pin, those are pinned."""
-        names = [k.to_string().encode() for k in keys]
-        try:
-            hit = self._open().prefix_len(names)
-        except marukv.Error as e:
-            return _miss("lookup", e, 0)
-        if pin and hit:
-            self._pin(names[:hit])
-        return hit
+        return self._lookup([k.to_string().encode() for k in keys], pin)
 
     async def batched_async_contains(self, lookup_id, keys, pin=False):
         return await asyncio.to_thread(self.batched_contains, keys, pin)
@@ -490,6 +498,7 @@ class MarukvBackend(AllocatorBackendInterface):
             entry[0] -= 1
             if entry[0] == 0:
                 del self._pins[name]
+            self._unhold([name])
         return True
 
     def pinned(self):
