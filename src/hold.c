@@ -97,12 +97,15 @@ block(struct mkv_pool *p)
 	uint64_t owner = mkv_client_owner(p);
 
 	if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != owner) {
-		/* nothing counts until owner names us, and it is written last */
+		/*
+		 * nothing counts until owner names us: the bits are cleared
+		 * and written back first; the line of owner goes with the
+		 * count of the first bit set (bit_set())
+		 */
 		__atomic_store_n(&b->buckets, 0, __ATOMIC_RELAXED);
 		memset(b->bits, 0, sizeof(b->bits));
 		mkv_share_wb(p, b->bits, sizeof(b->bits));
 		__atomic_store_n(&b->owner, owner, __ATOMIC_SEQ_CST);
-		mkv_share_wb(p, b, MKV_CACHELINE);
 	}
 	return b;
 }
@@ -256,17 +259,21 @@ mkv_unhold(struct mkv_pool *pool, const struct mkv_key *keys, size_t n)
 }
 
 /*
- * sweeps moved from s to v, only if it still reads s: on one host a
- * deposed holder must not undo its successor's value; between hosts no
- * other holder writes it while we are inside our write window.
+ * sweeps moved from s (just loaded, or the value we set) to v, only if it
+ * still reads s: on one host a deposed holder must not undo its
+ * successor's value; between hosts no other holder writes it while we are
+ * inside our write window.  Written back at `site`, not persisted: the
+ * holds it orders die with their processes, and so does any wait for it.
  */
 static bool
-sweeps_move(struct mkv_pool *p, uint64_t s, uint64_t v)
+sweeps_move(struct mkv_pool *p, uint64_t s, uint64_t v, const char *site)
 {
-	if (!mkv_share_cas(p, &p->state->sweeps, s, v))
-		return false;
-	mkv_share_persist(p, &p->state->sweeps, sizeof(p->state->sweeps));
-	return true;
+	bool moved;
+
+	moved = __atomic_compare_exchange_n(&p->state->sweeps, &s, v, false, __ATOMIC_SEQ_CST,
+			__ATOMIC_SEQ_CST);
+	mkv_share_wb_at(p, &p->state->sweeps, sizeof(p->state->sweeps), site);
+	return moved;
 }
 
 /*
@@ -280,7 +287,8 @@ mkv_hold_sweep_begin(struct mkv_pool *p)
 
 	if (p->held.sweep && p->held.sweep == s)
 		return;  /* begun by this round already (a txn tried again) */
-	if (sweeps_move(p, s, s + ((s & 1) ? 2 : 1)))
+	/* named: a test stops the holder right after it (t/check_sites.c) */
+	if (sweeps_move(p, s, s + ((s & 1) ? 2 : 1), MKV_SITE_NAMED(sweep_begun)))
 		p->held.sweep = s + ((s & 1) ? 2 : 1);
 	mkv_full_fence();
 }
@@ -300,7 +308,7 @@ mkv_hold_sweep_end(struct mkv_pool *p, bool committed)
 	if (!s && committed)
 		s = mkv_share_load(p, &p->state->sweeps);
 	if (s & 1)
-		sweeps_move(p, s, s + 1);
+		sweeps_move(p, s, s + 1, MKV_SITE_NAMED(sweep_ended));
 }
 
 /*

@@ -154,6 +154,9 @@ client_field(const char *name, long long pid, long long *out)
  *   view P I        get P<I> and keep the view: 0
  *   release         release the view kept
  *   del P I         delete P<I>
+ *   hold P I        mkv_hold() P<I>: 1 if held, 0 if not there, -1 if it
+ *                   timed out waiting for an eviction
+ *   unhold P I      mkv_unhold() P<I>
  *   close           close the pool
  */
 static void
@@ -202,6 +205,13 @@ host_cmd(char *line, char *out, size_t size)
 	} else if (strcmp(cmd, "del") == 0) {
 		klen = tu_host_key(key, arg, from, TU_PAGE_SIZE, &len);
 		rc = mkv_del(hpool, key, klen);
+	} else if (strcmp(cmd, "hold") == 0 || strcmp(cmd, "unhold") == 0) {
+		struct mkv_key k = { key, tu_host_key(key, arg, from, TU_PAGE_SIZE, &len) };
+		size_t held = 0;
+
+		rc = cmd[0] == 'h' ? mkv_hold(hpool, &k, 1, &held) : mkv_unhold(hpool, &k, 1);
+		done = rc == MKV_E_TIMEDOUT ? -1 : (long long)held;
+		rc = rc == MKV_E_TIMEDOUT ? 0 : rc;
 	} else if (strcmp(cmd, "evict") == 0) {
 		if ((rc = mkv_pool_evict(hpool, (unsigned)atoi(arg), 0, &ev)) == 0)
 			done = (long long)ev.keys;
@@ -378,6 +388,131 @@ eviction_after_a_read(bool early)
 START_TEST(test_eviction_spares_what_another_host_read)
 {
 	eviction_after_a_read(false);
+}
+END_TEST
+
+/*
+ * Holds, between hosts: the holder on h1 evicts everything but the keys
+ * h2 holds.  Each eviction caches h2's hold page as it was (nothing held,
+ * then one bit), so one without the invalidation of the header or of the
+ * bits takes the key h2 held since; h2's unhold must reach the holder
+ * too, or the key stays for good.
+ */
+START_TEST(test_eviction_spares_what_another_host_holds)
+{
+	struct tu_host h[2];
+	char arg[32];
+
+	/* a lease of a minute: no reaping pass reads h2's claim between the steps */
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, SLOW_LEASE_MS);
+	host_start_with(&h[0], "h1", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "evict 100"), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a %u", KEYS - 1), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict 100"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a %u 1", KEYS - 1), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS - 1), KEYS - 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict 100"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a %u 1", KEYS - 1), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 1 %u", KEYS - 2), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "unhold a %u", KEYS - 1), 0);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict 100"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a %u 1", KEYS - 1), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 0 1"), 1);
+	/*
+	 * h2's next client, in the same slot, starts with no holds: the bits
+	 * of the last one are cleared on the device, and the holder, which
+	 * read the last one's claim, reads the new one's
+	 */
+	ck_assert_int_eq(tu_host_do(&h[1], "close"), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "open"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 1 %u", KEYS - 1), KEYS - 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), 1);
+	ck_assert_int_gt(tu_host_do(&h[0], "evict 100"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 1 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 0 1"), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * A hold while another host's holder is inside an eviction (stopped there,
+ * right after it marked the sweep begun): the hold waits for it a lease
+ * period and gives up, instead of trusting a lookup that the eviction may
+ * yet undo.  h2 has read the counter before, so a look that drops nothing
+ * reads its old value.
+ */
+START_TEST(test_a_hold_waits_out_another_hosts_eviction)
+{
+	struct tu_host h[2];
+
+	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>hold.c:", "");
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
+	tu_host_send(&h[0], "evict 100");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), -1);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), KEYS - 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), 0);
+	ck_assert_int_eq(tu_host_do(&h[0], "check a 0 1"), 1);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * A hold while another host's holder is inside an eviction that has
+ * gathered the holds already (stopped in the sweep), let go a moment
+ * later: the hold waits until the eviction has committed and finds the
+ * key gone, instead of holding a key the eviction deletes or giving up.
+ */
+START_TEST(test_a_hold_waits_for_another_hosts_eviction_to_commit)
+{
+	struct tu_host h[2];
+	char arg[32];
+
+	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, 4000U);
+	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>evict.c:", arg);
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
+	tu_host_send(&h[0], "evict 100");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	tu_host_send(&h[1], "hold a 1");
+	tu_sleep_ms(200);
+	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_host_recv(&h[0]), KEYS - 1);
+	ck_assert_int_eq(tu_host_recv(&h[1]), 0);
+	hosts_end(h, 2);
+}
+END_TEST
+
+/*
+ * A holder killed inside an eviction leaves the sweep begun: the next
+ * holder, on another host, ends it with its first txn, and holds work
+ * again (the killed one's txn never committed: the key is there).
+ */
+START_TEST(test_a_new_holder_ends_a_dead_holders_eviction)
+{
+	struct tu_host h[2];
+
+	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>hold.c:", "");
+	host_start(&h[1], "h2");
+	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
+	tu_host_send(&h[0], "evict 100");
+	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	tu_host_kill(&h[0]);
+	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), 1);
+	ck_assert_int_eq(tu_host_do(&h[1], "stat holder"), h[1].pid);
+	ck_assert_int_eq(tu_host_do(&h[1], "close"), 0);
+	tu_host_end(&h[1]);
 }
 END_TEST
 
@@ -839,6 +974,10 @@ sites_suite(void)
 	tcase_add_test(tc, test_a_reader_follows_commits_through_both_metas);
 	tcase_add_test(tc, test_a_reader_takes_the_pages_of_each_commit_from_the_log);
 	tcase_add_test(tc, test_eviction_spares_what_another_host_read);
+	tcase_add_test(tc, test_eviction_spares_what_another_host_holds);
+	tcase_add_test(tc, test_a_hold_waits_out_another_hosts_eviction);
+	tcase_add_test(tc, test_a_hold_waits_for_another_hosts_eviction_to_commit);
+	tcase_add_test(tc, test_a_new_holder_ends_a_dead_holders_eviction);
 	tcase_add_test(tc, test_an_idle_client_on_another_host_stays_alive);
 	tcase_add_test(tc, test_a_reader_dates_its_reads_by_the_holders_clock);
 	tcase_add_test(tc, test_a_clients_words_reach_the_holder_between_heartbeats);
