@@ -440,22 +440,36 @@ START_TEST(test_eviction_spares_what_another_host_holds)
 END_TEST
 
 /*
- * A hold while another host's holder is inside an eviction (stopped there,
- * right after it marked the sweep begun): the hold waits for it a lease
- * period and gives up, instead of trusting a lookup that the eviction may
- * yet undo.  h2 has read the counter before, so a look that drops nothing
- * reads its old value.
+ * h1, the holder, stopped inside an eviction of every key but a0, which
+ * h2 holds (so h2 has read the sweep counter before): at the first site
+ * named by @p then after the sweep began; h1 opens with @p arg.
  */
-START_TEST(test_a_hold_waits_out_another_hosts_eviction)
+static void
+eviction_stopped(struct tu_host *h, const char *then, const char *arg)
 {
-	struct tu_host h[2];
+	char stop[64];
 
-	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>hold.c:", "");
+	snprintf(stop, sizeof(stop), "HOSTEMU_STOP=hold.c:sweep_begun>%s", then);
+	tu_host_quiet(&h[0], "check_sites", "h1", stop, arg);
 	host_start(&h[1], "h2");
 	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
 	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
 	tu_host_send(&h[0], "evict 100");
 	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+}
+
+/*
+ * A hold while another host's holder is inside an eviction (stopped there,
+ * right after it marked the sweep begun): the hold waits for it a lease
+ * period and gives up, instead of trusting a lookup that the eviction may
+ * yet undo; a look at the counter that drops nothing reads the value h2
+ * read before.
+ */
+START_TEST(test_a_hold_waits_out_another_hosts_eviction)
+{
+	struct tu_host h[2];
+
+	eviction_stopped(h, "hold.c:", "");
 	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), -1);
 	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
 	ck_assert_int_eq(tu_host_recv(&h[0]), KEYS - 1);
@@ -477,12 +491,7 @@ START_TEST(test_a_hold_waits_for_another_hosts_eviction_to_commit)
 	char arg[32];
 
 	snprintf(arg, sizeof(arg), "%u %u", SLOW_CLIENT_TIMEOUT_MS, 4000U);
-	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>evict.c:", arg);
-	host_start(&h[1], "h2");
-	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
-	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
-	tu_host_send(&h[0], "evict 100");
-	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	eviction_stopped(h, "evict.c:", arg);
 	tu_host_send(&h[1], "hold a 1");
 	tu_sleep_ms(200);
 	ck_assert_int_eq(kill(h[0].pid, SIGCONT), 0);
@@ -501,12 +510,7 @@ START_TEST(test_a_new_holder_ends_a_dead_holders_eviction)
 {
 	struct tu_host h[2];
 
-	tu_host_quiet(&h[0], "check_sites", "h1", "HOSTEMU_STOP=hold.c:sweep_begun>hold.c:", "");
-	host_start(&h[1], "h2");
-	ck_assert_int_eq(tu_host_do(&h[0], "put a 0 %u", KEYS), KEYS);
-	ck_assert_int_eq(tu_host_do(&h[1], "hold a 0"), 1);
-	tu_host_send(&h[0], "evict 100");
-	ck_assert_int_eq(tu_wait_stopped(h[0].pid, 30), 0);
+	eviction_stopped(h, "hold.c:", "");
 	tu_host_kill(&h[0]);
 	ck_assert_int_eq(tu_host_do(&h[1], "put b 0 1"), 1);
 	ck_assert_int_eq(tu_host_do(&h[1], "hold a 1"), 1);
