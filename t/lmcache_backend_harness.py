@@ -166,6 +166,7 @@ class Engine:
                                  "cuda:%d" % torch.cuda.current_device()
                                  if device == "cuda" else "cpu")
         self.lookup_pins = {}
+        self.pending = []
 
     def keys(self, tokens):
         """CacheEngineKey of each chunk (whole or the last partial one)."""
@@ -182,11 +183,15 @@ class Engine:
         g = torch.Generator().manual_seed(sum(tokens) * 1000003 + len(tokens))
         return torch.randn(shape, generator=g).to(self.metadata.kv_dtype).to(self.device)
 
-    def store(self, tokens, gpu=None):
+    def store(self, tokens, gpu=None, keys=None, wait=True):
         """Allocate each chunk, copy the 'GPU' KV into it, batched_put; the
-        objects stored (their tensors already released by LMCache)."""
+        keys stored (their objects already released by LMCache).  keys: the
+        chunks' keys, made beforehand (as LMCache's token database does);
+        without wait, the store returns once submitted, as LMCache's does,
+        and settle() waits for the puts."""
         gpu = self.kv(tokens) if gpu is None else gpu
-        cs, keys, objs = self.config.chunk_size, self.keys(tokens), []
+        cs, objs = self.config.chunk_size, []
+        keys = self.keys(tokens) if keys is None else keys
         for i, key in enumerate(keys):
             n = min(cs, len(tokens) - i * cs)
             obj = self.sm.allocate(self.metadata.get_shapes(n), self.metadata.get_dtypes(),
@@ -195,10 +200,16 @@ class Engine:
                 break           # "under pressure": only the chunks allocated are stored
             obj.tensor.copy_(gpu[:, :, i * cs:i * cs + n])
             objs.append(obj)
-        futures = self.sm.batched_put(keys[:len(objs)], objs) if objs else None
-        for f in futures or []:
-            f.result(30)
+        self.pending += self.sm.batched_put(keys[:len(objs)], objs) or [] if objs else []
+        if wait:
+            self.settle()
         return keys[:len(objs)]
+
+    def settle(self):
+        """Wait for the puts of the stores made without wait."""
+        pending, self.pending = self.pending, []
+        for f in pending:
+            f.result(30)
 
     def lookup(self, tokens, lookup_id):
         keys = self.keys(tokens)
