@@ -39,7 +39,6 @@
 
 #include <search.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -103,7 +102,9 @@ block(struct mkv_pool *p)
 		 * count of the first bit set (bit_set())
 		 */
 		__atomic_store_n(&b->buckets, 0, __ATOMIC_RELAXED);
-		memset(b->bits, 0, sizeof(b->bits));
+		/* word by word: the holder may be gathering them (a thread of ours) */
+		for (size_t w = 0; w < MKV_HOLD_BUCKETS / 64; w++)
+			__atomic_store_n(&b->bits[w], 0, __ATOMIC_RELAXED);
 		mkv_share_wb(p, b->bits, sizeof(b->bits));
 		__atomic_store_n(&b->owner, owner, __ATOMIC_SEQ_CST);
 	}
