@@ -79,7 +79,7 @@ mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t k
 	if (!view)
 		return mkv_err(MKV_E_INVAL, "%s: view is NULL", who);
 	memset(view, 0, sizeof(*view));
-	epoch = mkv_epoch_enter(pool, 1);
+	epoch = mkv_pin_enter(pool, 1);
 	if (!epoch)
 		return MKV_E_NOMEM;
 	if ((rc = mkv_reg_rtxn_fresh(pool, &txn)) == 0) {
@@ -88,7 +88,7 @@ mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t k
 	}
 	mkv_client_count(pool, rc == 0, rc == MKV_E_NOTFOUND);
 	if (rc || (rc = view_set(pool, &e, epoch, view)) || (rc = still_alive(pool, view, 1))) {
-		mkv_epoch_leave(pool, epoch, 1);
+		mkv_pin_leave(pool, epoch, 1);
 		return rc;
 	}
 	if (parent)
@@ -113,7 +113,7 @@ mkv_release(struct mkv_pool *pool, struct mkv_view *view)
 	if (!view || !view_take(pool, view, &txn))
 		return mkv_err(MKV_E_INVAL,
 				"mkv_release: not a live view of this handle (released already, or changed)");
-	mkv_epoch_leave(pool, txn, 1);
+	mkv_pin_leave(pool, txn, 1);
 	memset(view, 0, sizeof(*view));
 	/* released either way; if our slot was taken, say the bytes may have changed */
 	return mkv_client_check(pool, "mkv_release");
@@ -214,7 +214,7 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 	if (n == 0)
 		return 0;
 	memset(views, 0, n * sizeof(*views));
-	epoch = mkv_epoch_enter(pool, n);
+	epoch = mkv_pin_enter(pool, n);
 	if (!epoch)
 		return MKV_E_NOMEM;
 	if ((rc = mkv_reg_rtxn_fresh(pool, &txn)) == 0) {
@@ -234,7 +234,7 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 		mkv_client_count(pool, nfound, (flags & MKV_BATCH_PREFIX) ? nfound < n : n - nfound);
 	}
 	if (!rc && (rc = still_alive(pool, views, n))) {
-		mkv_epoch_leave(pool, epoch, n);
+		mkv_pin_leave(pool, epoch, n);
 		return rc;
 	}
 	if (rc) {
@@ -242,10 +242,10 @@ mkv_get_batch(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, unsig
 			if (views[i].data)
 				view_take(pool, &views[i], &epoch);
 		memset(views, 0, n * sizeof(*views));
-		mkv_epoch_leave(pool, epoch, n);
+		mkv_pin_leave(pool, epoch, n);
 		return rc;
 	}
-	mkv_epoch_leave(pool, epoch, n - nfound);
+	mkv_pin_leave(pool, epoch, n - nfound);
 	*found = nfound;
 	mkv_err_clear();
 	return 0;

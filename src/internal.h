@@ -514,9 +514,11 @@ void mkv_epoch_fini(struct mkv_epochs *ep);
 int mkv_epoch_add(struct mkv_epochs *ep, uint64_t txn, uint64_t n);
 bool mkv_epoch_sub(struct mkv_epochs *ep, uint64_t txn, uint64_t n, uint64_t *head);
 void mkv_epoch_publish(struct mkv_pool *p, uint64_t *w, uint64_t v);
-uint64_t mkv_epoch_enter(struct mkv_pool *p, uint64_t nviews);
-void mkv_epoch_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
 uint64_t mkv_epoch_min(struct mkv_pool *p, size_t word, uint64_t upto, bool others);
+
+/* pin.c: read pins */
+uint64_t mkv_pin_enter(struct mkv_pool *p, uint64_t nviews);
+void mkv_pin_leave(struct mkv_pool *p, uint64_t txn, uint64_t nviews);
 
 /* pages.c: the page table */
 void mkv_pages_fresh(const struct mkv_pool *p);
@@ -703,17 +705,34 @@ int mkv_holder_call(struct mkv_pool *p, struct mkv_req *r);
 int mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq);
 
-/* frame.c: seal the frame of a value copied in place (remote.c) */
+/* frame.c: the frame format; a frame sealed about a value copied in place (remote.c) */
+#define MKV_FRAME_SUM 16U  /* bytes of the body's BLAKE3 hash in the header */
+void mkv_frame_heads(uint8_t *hdr, unsigned tier, const void *key, size_t klen, size_t vlen,
+		uint64_t parent);
 void mkv_frame_seal(uint8_t *frame, unsigned tier, const void *key, size_t klen, size_t vlen,
 		uint64_t parent);
+int mkv_frame_read(const char *who, const void *buf, size_t len, struct mkv_frame *f);
 
-/* remote.c: the remote tier */
+/* spill.c: the remote tier's spills, setting and counters (remote.c: its calls) */
+#define MKV_REMOTE_TTL_MAX (10U * 366 * 24 * 3600)
+#define MKV_REMOTE_QUEUE_MIB_DEFAULT 64U
+#define MKV_REMOTE_QUEUE_MIB_MAX 65536U
+#define MKV_REMOTE_TIMEOUT_MS_DEFAULT 1000U
+#define MKV_REMOTE_TIMEOUT_MS_MAX 60000U
 int mkv_remote_init(struct mkv_pool *p);
 void mkv_remote_fini(struct mkv_pool *p);
 /* Queue an evicted value for the tier (the holder, inside the txn that deletes it). */
 void mkv_remote_spill(struct mkv_pool *p, const void *key, size_t klen, uint64_t page,
 		uint64_t length, uint64_t checksum, uint64_t parent);
 void mkv_remote_stat(const struct mkv_pool *p, struct mkv_stat *st);
+struct mkv_remote_conf *mkv_remote_conf_of(const struct mkv_pool *p);
+int mkv_remote_conf_read(const struct mkv_pool *p, struct mkv_remote_conf *c, int tries,
+		bool loud);
+size_t mkv_remote_key(const struct mkv_remote_conf *c, const void *key, size_t klen,
+		uint8_t *out);
+void mkv_remote_count(struct mkv_pool *p, uint64_t *counter, uint64_t n);
+int mkv_remote_client(const struct mkv_remote_conf *c, struct mkv_rc **rc, uint64_t *gen,
+		int cancel_fd);
 
 /* get.c, publish.c: mkv_get() and mkv_put() with the entry's parent key hash (frame.c) */
 int mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t klen,

@@ -214,7 +214,7 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 	if (!(vf.mark = calloc(pool->nr_pages, 1)))
 		return mkv_err(MKV_E_NOMEM, "mkv_pool_verify: out of memory");
 	/* Pinned like a reader, so the values read stay as they are. */
-	if (!(epoch = mkv_epoch_enter(pool, 1))) {
+	if (!(epoch = mkv_pin_enter(pool, 1))) {
 		free(vf.mark);
 		return MKV_E_NOMEM;
 	}
@@ -225,7 +225,7 @@ mkv_pool_verify(struct mkv_pool *pool, unsigned flags, struct mkv_verify *report
 			rc = check_registry(&vf);
 		mkv_reg_rtxn_done(pool, vf.txn);
 	}
-	mkv_epoch_leave(pool, epoch, 1);
+	mkv_pin_leave(pool, epoch, 1);
 	if (rc == 0)
 		count_leaks(pool, vf.mark, report);
 	free(vf.mark);
