@@ -71,7 +71,7 @@ mkv_frame_heads(uint8_t *hdr, unsigned tier, const void *key, size_t klen, size_
 /*
  * Make the frame of a value already in place at frame + MKV_FRAME_HEADER +
  * MKV_FRAME_BODY_HEADER + klen: its heads, its key, its checksum
- * (remote.c spills frames so).
+ * (spill.c spills frames so).
  */
 void
 mkv_frame_seal(uint8_t *frame, unsigned tier, const void *key, size_t klen, size_t vlen,

@@ -168,7 +168,7 @@ struct mkv_held {
 	uint64_t sweep;           /* the holder: the odd sweeps value its round set, 0 none */
 };
 
-/* remote.c: the remote tier's side of a handle */
+/* spill.c, remote.c: the remote tier's side of a handle */
 struct mkv_spill;
 struct mkv_rc;
 struct mkv_remote_rt {
@@ -705,7 +705,7 @@ int mkv_holder_call(struct mkv_pool *p, struct mkv_req *r);
 int mkv_holder_write_async(struct mkv_pool *p, struct mkv_req *r, bool *posted, unsigned *idx,
 		uint32_t *seq);
 
-/* frame.c: the frame format; a frame sealed about a value copied in place (remote.c) */
+/* frame.c: the frame format; a frame sealed about a value copied in place (spill.c) */
 #define MKV_FRAME_SUM 16U  /* bytes of the body's BLAKE3 hash in the header */
 void mkv_frame_heads(uint8_t *hdr, unsigned tier, const void *key, size_t klen, size_t vlen,
 		uint64_t parent);
@@ -734,7 +734,7 @@ void mkv_remote_count(struct mkv_pool *p, uint64_t *counter, uint64_t n);
 int mkv_remote_client(const struct mkv_remote_conf *c, struct mkv_rc **rc, uint64_t *gen,
 		int cancel_fd);
 
-/* get.c, publish.c: mkv_get() and mkv_put() with the entry's parent key hash (frame.c) */
+/* get.c, publish.c: mkv_get() and mkv_put() with the entry's parent key hash (transfer.c) */
 int mkv_get_linked(struct mkv_pool *pool, const char *who, const void *key, size_t klen,
 		struct mkv_view *view, uint64_t *parent);
 int mkv_put_linked(struct mkv_pool *pool, const void *key, size_t klen, const void *val,

@@ -199,7 +199,7 @@ struct mkv_slot {
 	uint32_t completed;    /* bumped after posting results; the owner sleeps on it */
 	uint32_t revoked;      /* incarnation of the last claim revoked (its owner judged dead) */
 	uint32_t reserved2[14];
-	/* fourth cacheline: the owner's remote tier counters, kept across owners (remote.c) */
+	/* fourth cacheline: the owner's remote tier counters, kept across owners (spill.c) */
 	uint64_t spills;       /* frames stored in the tier */
 	uint64_t spill_bytes;  /* their values' bytes */
 	uint64_t drops;        /* evicted values not spilled: the queue was full, or the handle closed */
@@ -214,7 +214,7 @@ static_assert(offsetof(struct mkv_slot, completed) == 2 * MKV_CACHELINE, "holder
 static_assert(offsetof(struct mkv_slot, spills) == 3 * MKV_CACHELINE, "the tier's line");
 
 /*
- * The remote tier's configuration (remote.c), MKV_REMOTE_OFF bytes into
+ * The remote tier's configuration (spill.c, remote.c), MKV_REMOTE_OFF bytes into
  * super's state page.  Written by mkv_remote_set() under flock() of the
  * pool's directory, gen odd while it writes; a reader takes a copy whose
  * gen reads the same, and even, before and after it.  All zero: no tier.
