@@ -80,7 +80,7 @@ struct mkv_epochs {
 	unsigned head, n, cap;
 };
 
-/* grants.c: this client's cache of granted extents */
+/* alloc.c: this client's cache of granted extents */
 struct mkv_grants {
 	pthread_mutex_t lock;
 	struct mkv_extent *ext;
@@ -545,7 +545,7 @@ static inline bool mkv_pages_extent_ok(const struct mkv_pool *p, const struct mk
 		ext->npages <= p->nr_pages - ext->page;
 }
 
-/* grants.c */
+/* alloc.c: allocation and the cache of grants */
 int mkv_grants_init(struct mkv_grants *g);
 void mkv_grants_fini(struct mkv_grants *g);
 bool mkv_grants_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out);
@@ -553,6 +553,8 @@ bool mkv_grants_take_any(struct mkv_pool *p, struct mkv_extent *out);
 uint64_t mkv_grants_cached(struct mkv_pool *p);
 uint64_t mkv_grants_size(struct mkv_pool *p, uint64_t npages, uint64_t cap);
 void mkv_grants_put(struct mkv_pool *p, const struct mkv_extent *ext);
+/* Pages of a buffer not published: kept for the next one, or given back. */
+void mkv_alloc_keep(struct mkv_pool *p, const struct mkv_extent *ext);
 
 /* batch.c: what one commit changes besides the registry */
 struct moves {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * publish.c -- the public write calls: buffers from the client's grants,
- * publish (the payload persisted, then one request through the holder:
- * holder.c), chains, put, abort and delete.
+ * publish.c -- the public write calls: publish (the payload persisted,
+ * then one request through the holder: holder.c), chains, put, abort and
+ * delete, of buffers from mkv_alloc() (alloc.c).
  */
 #include "config.h"
 
@@ -12,100 +12,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-/*
- * How many pages a client keeps granted beyond its buffers: the clients
- * together cannot hoard more than a quarter of the pool.
- */
-static uint64_t
-grant_cap(const struct mkv_pool *p)
-{
-	return p->nr_pages / (4 * (uint64_t)p->sb->max_clients);
-}
-
-/* Pages of a buffer not published: keep them for the next one, or give them back. */
-static void
-grant_keep(struct mkv_pool *p, const struct mkv_extent *ext)
-{
-	struct mkv_req back = { .op = MKV_OP_UNGRANT, .ext = *ext };
-
-	/* never cache pages the table no longer shows as ours */
-	if (!mkv_pages_are(p, ext, mkv_pages_grant_word(p->slot, p->incarnation)))
-		return;
-	if (mkv_grants_cached(p) + ext->npages <= grant_cap(p))
-		mkv_grants_put(p, ext);
-	else
-		mkv_holder_write(p, &back, mkv_holder_timeout(p));
-}
-
-/*
- * Pages for one allocation: from this handle's grants, else a new grant
- * from the holder, several allocations' worth at a time (grants.c).
- */
-static int
-grant_take(struct mkv_pool *p, uint64_t npages, struct mkv_extent *out)
-{
-	struct mkv_req r = { .op = MKV_OP_GRANT };
-	int rc;
-
-	if (mkv_grants_take(p, npages, out))
-		return 0;
-	r.ext.npages = mkv_grants_size(p, npages, grant_cap(p));
-	r.length = npages;
-	rc = mkv_holder_call(p, &r);
-	if (rc == MKV_E_NOSPC) {
-		/* Short of pages: hand back what we cache, then ask for just these. */
-		struct mkv_req back = { .op = MKV_OP_UNGRANT };
-
-		while (mkv_grants_take_any(p, &back.ext))
-			mkv_holder_call(p, &back);
-		r = (struct mkv_req){ .op = MKV_OP_GRANT, .ext.npages = npages };
-		rc = mkv_holder_call(p, &r);
-	}
-	if (rc)
-		return rc;
-	if (r.ext.npages < npages || r.ext.page >= p->nr_pages ||
-	    r.ext.npages > p->nr_pages - r.ext.page)
-		return mkv_err(MKV_E_CORRUPT, "pool %s: the lease holder granted pages %llu+%llu for %llu",
-				p->path, (unsigned long long)r.ext.page,
-				(unsigned long long)r.ext.npages, (unsigned long long)npages);
-	/* Ours first: other threads of the handle take from the cache meanwhile. */
-	*out = (struct mkv_extent){ r.ext.page, npages };
-	if (r.ext.npages > npages)
-		mkv_grants_put(p, &(struct mkv_extent){ r.ext.page + npages, r.ext.npages - npages });
-	return 0;
-}
-
-MKV_EXPORT int
-mkv_alloc(struct mkv_pool *pool, size_t len, struct mkv_buf *buf)
-{
-	struct mkv_extent ext;
-	uint64_t token;
-	int rc;
-
-	mkv_err_clear();
-	if ((rc = mkv_client_writable(pool, "mkv_alloc")))
-		return rc;
-	if (!buf)
-		return mkv_err(MKV_E_INVAL, "mkv_alloc: buf is NULL");
-	memset(buf, 0, sizeof(*buf));
-	if (len == 0)
-		return mkv_err(MKV_E_INVAL, "mkv_alloc: length 0");
-	if (len > pool->nr_pages * pool->page_size)
-		return mkv_err(MKV_E_NOSPC, "mkv_alloc: %zu bytes is more than the pool holds", len);
-	if ((rc = grant_take(pool, mkv_pool_pages_for(pool, len), &ext)))
-		return rc;
-	if ((rc = mkv_handout_add(&pool->bufs, ext.page, len, &token))) {
-		grant_keep(pool, &ext);
-		return rc;
-	}
-	buf->data = mkv_pool_page_addr(pool, ext.page);
-	buf->len = len;
-	buf->priv_[0] = token;
-	buf->priv_[1] = pool->cookie;
-	mkv_err_clear();
-	return 0;
-}
 
 /* A buffer a call is using: its record stays busy until buf_keep() or buf_consume(). */
 struct used_buf {
@@ -160,7 +66,7 @@ buf_consume(struct mkv_pool *p, struct mkv_buf *buf, const struct used_buf *u, b
 		back.npages -= u->ext.npages;
 	}
 	if (back.npages)
-		grant_keep(p, &back);
+		mkv_alloc_keep(p, &back);
 	mkv_handout_end(&p->bufs, u->token, false);
 	memset(buf, 0, sizeof(*buf));
 }
@@ -310,7 +216,7 @@ mkv_wait(struct mkv_pool *pool, struct mkv_ticket *ticket)
 		return rc;
 	} else if (r.result) {
 		/* the buffer is gone: a failed publish's pages stay ours for the next one */
-		grant_keep(pool, &r.ext);
+		mkv_alloc_keep(pool, &r.ext);
 	}
 	memset(ticket, 0, sizeof(*ticket));
 	if (r.result)
