@@ -114,13 +114,6 @@ apply_del(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struct bat
 	return 0;
 }
 
-/* Pages free or quarantined (this txn's deletes quarantined theirs already). */
-static uint64_t
-room(const struct mkv_pool *p)
-{
-	return p->h.free_pages + p->h.quarantined_pages;
-}
-
 /* How the eviction policy deletes, inside this txn (see mkv_evict_del_fn). */
 struct evicting {
 	struct mkv_pool *p;
@@ -145,22 +138,6 @@ evict_del(void *arg, const void *key, size_t klen, struct mkv_extent *ext, uint6
 	return 0;
 }
 
-/*
- * The least one eviction frees: what is in flight (inflight pages asked
- * for), at least 1/128 of the pool and the gap between the watermarks.
- * Each sweep reads the ages of the whole pool: a commit that has to evict
- * frees room for many allocations, not for the one that asked.
- */
-static uint64_t
-evict_batch(const struct mkv_pool *p, uint64_t inflight)
-{
-	uint64_t n = p->nr_pages >= 128 ? p->nr_pages / 128 : 1,
-		gap = mkv_evict_pct_pages(p, p->h.wm_high) - mkv_evict_pct_pages(p, p->h.wm_low);
-
-	n = n > gap ? n : gap;
-	return n > inflight ? n : inflight;
-}
-
 /* Pages the grants of this txn took: what its writers have in flight. */
 static uint64_t
 granted(const struct batch *b)
@@ -179,7 +156,7 @@ evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t want, struct batch *b
 {
 	struct evicting e = { p, txn, b };
 	uint64_t total;
-	int rc = mkv_evict_to(p, txn, room(p), want, evict_del, &e, out);
+	int rc = mkv_evict_to(p, txn, mkv_evict_room(p), want, evict_del, &e, out);
 
 	if (rc || !*out)
 		return rc;
@@ -231,7 +208,7 @@ quarantine_pin(struct mkv_pool *p, struct mkv_txn *txn, uint64_t *pin)
 }
 
 /*
- * Short even of length: evict a batch (evict_batch()) for what it asks,
+ * Short even of length: evict a batch (mkv_evict_batch()) for what it asks,
  * unless the quarantine already holds that much (released at the end of
  * this txn) or a pin holds the quarantine back (r->held: retry_grant()
  * waits for it).  The grant is refused either way; the caller retries it.
@@ -265,7 +242,7 @@ grant_or_evict(struct mkv_pool *p, struct mkv_txn *txn, struct mkv_req *r, struc
 	}
 	if (b->evicted || !p->h.wm_low || p->h.quarantined_pages >= r->ext.npages)
 		return rc;
-	want = room(p) + evict_batch(p, r->ext.npages);
+	want = mkv_evict_room(p) + mkv_evict_batch(p, r->ext.npages);
 	if ((e = evict_to(p, txn, want, b, &evicted)))
 		return e;
 	b->evicted = evicted > 0;
@@ -438,8 +415,8 @@ txn_end(struct mkv_pool *p, struct mkv_txn *txn, struct batch *b)
 	uint64_t evicted, reserve = granted(b);
 	int rc = 0;
 
-	if (p->h.wm_low && !b->evicted && room(p) < reserve)
-		rc = evict_to(p, txn, room(p) + evict_batch(p, reserve), b, &evicted);
+	if (p->h.wm_low && !b->evicted && mkv_evict_room(p) < reserve)
+		rc = evict_to(p, txn, mkv_evict_room(p) + mkv_evict_batch(p, reserve), b, &evicted);
 	if (!rc)
 		rc = mkv_batch_release(p, txn, b);
 	if (!rc)

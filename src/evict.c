@@ -26,6 +26,10 @@
  * to taking the ends of chains of any age.  A key a client holds
  * (hold.c) is passed over, whatever its age.
  *
+ * How much: the room is the pages free or quarantined, and one eviction
+ * frees at least a batch (mkv_evict_batch()); the holder's commit sizes
+ * its evictions so.
+ *
  * The policy only chooses.  It deletes through the function its caller
  * passes down: the holder's commit deletes in its registry txn (commit.c);
  * a dry run deletes nothing and keeps what it would have taken to itself,
@@ -306,6 +310,29 @@ sweep(struct sweep *w)
 	free(w->heads.v);
 	free(w->held);
 	return rc;
+}
+
+/* Pages free or quarantined (the holder's count: a txn's deletes quarantined theirs already). */
+uint64_t
+mkv_evict_room(const struct mkv_pool *p)
+{
+	return p->h.free_pages + p->h.quarantined_pages;
+}
+
+/*
+ * The least one eviction frees: what is in flight (inflight pages asked
+ * for), at least 1/128 of the pool and the gap between the watermarks.
+ * Each sweep reads the ages of the whole pool: a commit that has to evict
+ * frees room for many allocations, not for the one that asked.
+ */
+uint64_t
+mkv_evict_batch(const struct mkv_pool *p, uint64_t inflight)
+{
+	uint64_t n = p->nr_pages >= 128 ? p->nr_pages / 128 : 1,
+		gap = mkv_evict_pct_pages(p, p->h.wm_high) - mkv_evict_pct_pages(p, p->h.wm_low);
+
+	n = n > gap ? n : gap;
+	return n > inflight ? n : inflight;
 }
 
 /*

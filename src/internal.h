@@ -670,6 +670,8 @@ int mkv_evict_to(struct mkv_pool *p, struct mkv_txn *txn, uint64_t have, uint64_
 struct mkv_evict;
 int mkv_evict_dry(struct mkv_pool *p, unsigned free_pct, struct mkv_evict *report);
 void mkv_evict_tick(struct mkv_pool *p, uint64_t pages);
+uint64_t mkv_evict_room(const struct mkv_pool *p);
+uint64_t mkv_evict_batch(const struct mkv_pool *p, uint64_t inflight);
 
 /* hold.c: keys held against eviction */
 int mkv_hold_init(struct mkv_pool *p);
