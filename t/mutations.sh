@@ -69,7 +69,7 @@ if [ -n "$only" ] && [ ! -r "$only" ]; then
 	exit 99
 fi
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mkvmut.XXXXXX") || exit 99
-# the suites' pools go under $shm (MKV_TEST_SHM, t/testutil.c): a run killed
+# the suites' pools go under $shm (MKV_TEST_SHM, t/tu_pool.c): a run killed
 # by its time limit leaves them there, and they go with the run's judge
 shm=$(mktemp -d /dev/shm/mkvmut.XXXXXX) || exit 99
 trap 'rm -rf "$scratch" "$shm"' EXIT

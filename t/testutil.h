@@ -11,6 +11,12 @@
  * Values carry a pattern derived from their key (tu_fill), so every byte
  * read back can be checked (tu_verify).  All randomness comes from fixed
  * seeds.
+ *
+ * One header; the code is in a file per kind of helper: tu_pool.c
+ * (directories, pools, the registry behind the library's back, fixtures,
+ * the runner), tu_values.c (numbers, patterns, values), tu_proc.c (time,
+ * processes, children), tu_lease.c (the lease log), tu_hosts.c (preloaded
+ * objects, emulated hosts) and tu_redis.c (Redis servers).
  */
 #ifndef MKV_TESTUTIL_H
 #define MKV_TESTUTIL_H
@@ -39,6 +45,8 @@
 char *tu_tmpdir_new(void);
 /** Remove the directory recursively, free the string, NULL the pointer. */
 void tu_tmpdir_free(char **dir);
+/** "<dir>/<name>" in a malloc'd string. */
+char *tu_path_in(const char *dir, const char *name);
 /** "<dir>/pool" in a malloc'd string. */
 char *tu_pool_path(const char *dir);
 /** Recursive removal (nftw); 0 or -errno. */
