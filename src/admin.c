@@ -238,7 +238,7 @@ mkv_pool_reclaim(struct mkv_pool *pool, unsigned flags, struct mkv_reclaim *repo
 	 */
 	if (!pool->noncoherent &&
 	    mkv_lock_until(pool->dirfd, LOCK_EX, mkv_clock_now() + pool->lease_period_ns) == 0) {
-		report->nodes = mkv_lease_nodes_reclaim(pool);
+		report->nodes = mkv_nodes_reclaim(pool);
 		flock(pool->dirfd, LOCK_UN);
 	}
 	if ((stale = mkv_reg_reader_check(pool)) > 0)

@@ -458,11 +458,14 @@ int mkv_client_writable(const struct mkv_pool *p, const char *fn);
 void mkv_client_beat(struct mkv_pool *p);
 void mkv_client_count(struct mkv_pool *p, uint64_t hits, uint64_t misses);
 
+/* nodes.c: the node table */
+int mkv_node_name(struct mkv_pool *p, const char *name);
+int mkv_node_attach(struct mkv_pool *p);
+uint32_t mkv_nodes_reclaim(struct mkv_pool *p);
+void mkv_node_beat(struct mkv_pool *p);
+
 /* lease.c */
 #define MKV_E_FENCED (MKV_E_BASE - 100)  /* internal: a newer holder exists */
-int mkv_lease_node_name(struct mkv_pool *p, const char *name);
-int mkv_lease_node_attach(struct mkv_pool *p);
-uint32_t mkv_lease_nodes_reclaim(struct mkv_pool *p);
 int mkv_lease_init(struct mkv_pool *p);
 void mkv_lease_fini(struct mkv_pool *p);
 int mkv_lease_try_acquire(struct mkv_pool *p);

@@ -418,15 +418,15 @@ mkv_pool_open(const char *path, unsigned flags, const struct mkv_opts *opts,
 		goto fail;
 	mkv_share_init(p, hdr.coherence);
 	/*
-	 * The client slot before the node entry (see mkv_lease_nodes_reclaim()),
+	 * The client slot before the node entry (see mkv_nodes_reclaim()),
 	 * but in a non-coherent pool, whose slots belong to node entries
 	 * (client.c); both before the registry, whose first read a slot
 	 * protects in a non-coherent pool (regsnap.c).
 	 */
-	if ((rc = pool_map(p, &hdr)) || (rc = mkv_lease_node_name(p, opts->node)) ||
-	    (p->noncoherent && (rc = mkv_lease_node_attach(p))) ||
+	if ((rc = pool_map(p, &hdr)) || (rc = mkv_node_name(p, opts->node)) ||
+	    (p->noncoherent && (rc = mkv_node_attach(p))) ||
 	    (rc = mkv_client_attach(p)) ||
-	    (!p->noncoherent && (rc = mkv_lease_node_attach(p))) ||
+	    (!p->noncoherent && (rc = mkv_node_attach(p))) ||
 	    (rc = mkv_reg_open(p, &hdr)))
 		goto fail;
 	flock(p->dirfd, LOCK_UN);

@@ -256,7 +256,7 @@ mkv_recover_reap(struct mkv_pool *p, bool dry, struct mkv_reclaim *report)
 		mkv_client_reap(p, i, mkv_share_load(p, &p->slots[i].owner));
 	mkv_pages_reclaim(p, 0);
 	if (flock(p->dirfd, LOCK_EX | LOCK_NB) == 0) {
-		report->nodes = mkv_lease_nodes_reclaim(p);
+		report->nodes = mkv_nodes_reclaim(p);
 		flock(p->dirfd, LOCK_UN);
 	}
 	if ((stale = mkv_reg_reader_check(p)) >= 0)

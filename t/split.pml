@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * t/split.pml -- taking a free node entry between hosts without cache
- * coherence or atomic operations (marukv(7), COHERENCE MODEL; lease.c
+ * coherence or atomic operations (marukv(7), COHERENCE MODEL; nodes.c
  * node_split()), checked with spin by t/spin.sh.
  *
  * N nodes, each on a host of its own, go at once through the splitter of
