@@ -79,10 +79,8 @@ tu_shared_free(void *p, size_t size)
 }
 
 #define WHY_SIZE 1024
-
 /* an int claimed by the first failure, then its text at WHY_TEXT */
 #define WHY_TEXT 8
-
 static char *why;
 
 void

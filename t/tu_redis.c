@@ -23,16 +23,11 @@
  * process's outgoing connection could hold one.
  */
 #define TU_PORT_LO 20000U
-
 #define TU_PORT_HI 22700U
-
 #define TU_BUS_OFFSET 10000U
-
 #define TU_REDIS_MAX 16U
-
 /* how long a server may take to answer PING, the cluster to be made and agree */
 #define TU_REDIS_UP_SECS 10.0
-
 #define TU_CLUSTER_SECS 30.0
 
 static struct tu_redis {
@@ -40,11 +35,8 @@ static struct tu_redis {
 	unsigned port;
 	int cluster;
 } tu_redis[TU_REDIS_MAX];
-
 static unsigned tu_nredis;
-
 static char *tu_redis_dir;
-
 /* the process that started them: children of Check's forks inherit the table, and its atexit() */
 static pid_t tu_redis_owner;
 
