@@ -90,7 +90,7 @@ static inline struct mkv_txn *reg_mkv_txn(MDB_txn *txn)
  * LMDB 0.9's lock file on x86-64 with glibc (MDB_txbody): magic, format,
  * the readers' mutex, then the last committed txn id, which a read txn
  * takes as its snapshot.  Checked when a non-coherent pool opens (and by
- * check_registry's test of the layout).
+ * check_regcheck's test of the layout).
  */
 #define MKV_REG_LOCK_MAGIC 0xBEEFC0DEU
 #define MKV_REG_LOCK_FORMAT 0x10001U  /* MDB_LOCK_VERSION 1, MDB_PIDLOCK */

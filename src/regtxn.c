@@ -361,7 +361,7 @@ mkv_reg_last_txn(struct mkv_pool *p)
 /*
  * Each record of the free list of read txn txn's snapshot to fn, with its
  * count of pages and the bytes of their numbers: LMDB 0.9's MDB_IDL, a
- * count and then that many page numbers, each a size_t (check_registry's
+ * count and then that many page numbers, each a size_t (check_regcheck's
  * test of the page log fails if that changes).  0, fn's error, or the
  * registry's.
  */

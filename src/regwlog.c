@@ -22,7 +22,7 @@
  * range past the newest snapshot's last page), it drops the whole registry
  * in use as before.
  *
- * Format knowledge, of LMDB 0.9.24 (check_registry compares the log with
+ * Format knowledge, of LMDB 0.9.24 (check_regcheck compares the log with
  * the pages whose bytes each commit changed): a free-list record is an
  * MDB_IDL, a count of page numbers followed by them, each a size_t.
  */

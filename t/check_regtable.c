@@ -5,7 +5,7 @@
  * the pages index, kids counts, quarantine records, answers, meta values,
  * the scans and counts; what an aborted txn leaves (nothing) and what a
  * read txn sees (the committed state of its start).  Damaged registry
- * files are check_registry's; here the only damage is a record no
+ * files are check_regcheck's; here the only damage is a record no
  * function of the library writes, put in with LMDB itself while the pool
  * is closed, to see how the scans decode it.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unitutil.h -- helpers of the unit suites (t/check_ring, t/check_pages,
- * t/check_regtable, t/check_commit, t/check_grants, t/check_persist,
+ * t/check_regtable, t/check_commit, t/check_alloc, t/check_persist,
  * t/check_hash), which link the library's objects and call its private
  * functions (src/internal.h); testutil.h's helpers use the public API
  * only.

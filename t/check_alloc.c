@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_grants.c -- granted pages against the group commit: a client that
+ * check_alloc.c -- granted pages against the group commit: a client that
  * dies with a publish pending must not get its key registered on pages
  * the holder hands to another writer in the same batch.
  *
@@ -330,7 +330,7 @@ END_TEST
 static Suite *
 grants_suite(void)
 {
-	Suite *s = suite_create("grants");
+	Suite *s = suite_create("alloc");
 	TCase *tc = tcase_create("group_commit");
 	TCase *sz = tcase_create("size");
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_publish.c -- asynchronous publishes: mkv_publish_async() and
+ * check_async.c -- asynchronous publishes: mkv_publish_async() and
  * mkv_wait() on the lease holder and through the request ring, more
  * tickets in flight than a ring holds (and MKV_ASYNC_MAX of them, the
  * next waiting), duplicates in flight and committed, tickets waited for twice or on another handle; and where an
@@ -594,7 +594,7 @@ END_TEST
 static Suite *
 publish_suite(void)
 {
-	Suite *s = suite_create("publish");
+	Suite *s = suite_create("async");
 	TCase *tc;
 
 	tc = tcase_create("async");

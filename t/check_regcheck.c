@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_registry.c -- the registry's structure check (src/regcheck.c):
+ * check_regcheck.c -- the registry's structure check (src/regcheck.c):
  * every field of LMDB's meta page that LMDB trusts, and a damaged page of
  * each kind the walk visits (branch, leaf, overflow, free list, named
  * database), refused with MKV_E_CORRUPT and a message that names it, by
@@ -838,7 +838,7 @@ END_TEST
 static Suite *
 registry_suite(void)
 {
-	Suite *s = suite_create("registry");
+	Suite *s = suite_create("regcheck");
 	TCase *tc;
 
 	tc = tcase_create("sound");

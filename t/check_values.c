@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_kv.c -- put/get, alloc/publish/abort, del, exists, prefix_len,
+ * check_values.c -- put/get, alloc/publish/abort, del, exists, prefix_len,
  * get_batch, argument checks, a full pool.
  */
 #include <errno.h>
@@ -983,7 +983,7 @@ END_TEST
 static Suite *
 kv_suite(void)
 {
-	Suite *s = suite_create("kv");
+	Suite *s = suite_create("values");
 	TCase *tc;
 
 	tc = tcase_create("write");
