@@ -16,9 +16,9 @@
  * its bucket's count leaves or reaches 0.  Eviction gathers the bits of
  * every standing claim into one set at the start of a sweep and passes
  * over any key whose bucket is in it: another key of the same bucket is
- * kept too, which costs nothing but room (with k keys held, k in 32,256
- * are kept by chance).  A dead client's holds count until its claim is
- * revoked.
+ * kept too, which costs nothing but room (with k keys held pool-wide,
+ * a fraction 1 - exp(-k / MKV_HOLD_BUCKETS) of the others are kept by
+ * chance).  A dead client's holds count until its claim is revoked.
  *
  * The race with an eviction.  The holder's txn that evicts makes
  * state->sweeps odd before it gathers the bits, and even once the txn has
