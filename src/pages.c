@@ -9,7 +9,7 @@
  * expected, and used/quarantined words carry the holder's generation, so
  * a holder that lost the lease while paused cannot undo what its
  * successor did.  The holder grants pages in batches; a client keeps them
- * in its grant cache (grants.c).
+ * in its grant cache (alloc.c).
  */
 #include "config.h"
 

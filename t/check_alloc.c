@@ -264,7 +264,7 @@ START_TEST(test_dead_clients_publish_and_anothers_grant_in_one_batch)
 END_TEST
 
 /*
- * A grant's size (grants.c): four allocations of the size asked for at
+ * A grant's size (alloc.c): four allocations of the size asked for at
  * first; twice as many each time the cache runs dry soon after the last
  * grant, up to the cap; never fewer pages than asked, however small the
  * cap; half as many after a grant that lasted 100 ms.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * check_pages.c -- the page table (pages.c) and a client's grant cache
- * (grants.c), driven in one process through their private interfaces.
+ * (alloc.c), driven in one process through their private interfaces.
  *
  * The test's handle opens the pool first and so holds the lease; the
  * page table is the holder's to change, under h.lock (commit.c calls
