@@ -208,7 +208,7 @@ mkv_hold(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *he
 	int rc = 0;
 
 	mkv_err_clear();
-	if ((rc = mkv_client_check(pool, "mkv_hold")) ||
+	if ((rc = mkv_client_usable(pool, "mkv_hold")) ||
 	    (rc = mkv_valid_keys(keys, n, "mkv_hold")))
 		return rc;
 	if (!held)
@@ -228,11 +228,13 @@ mkv_hold(struct mkv_pool *pool, const struct mkv_key *keys, size_t n, size_t *he
 		unhold_keys(pool, keys, n);
 		return rc;
 	}
-	for (i = 0; i < n; i++)
-		if ((rc = mkv_reg_exists(pool, txn, keys[i].data, keys[i].len)))
-			break;
+	/* our claim stood with our bits set: every sweep from here on counts them */
+	if (!(rc = mkv_client_check_fresh(pool, "mkv_hold")))
+		for (i = 0; i < n; i++)
+			if ((rc = mkv_reg_exists(pool, txn, keys[i].data, keys[i].len)))
+				break;
 	mkv_reg_rtxn_done(pool, txn);
-	if ((rc && rc != MKV_E_NOTFOUND) || (rc = mkv_client_check(pool, "mkv_hold")) != 0) {
+	if (rc && rc != MKV_E_NOTFOUND) {
 		unhold_keys(pool, keys, n);
 		return rc;
 	}
